@@ -1,0 +1,279 @@
+/*
+ * litetopk.h — exact fused score + top-k (C11, no CUDA headers needed).
+ *
+ * Three operations, each with a CPU and (when built) a CUDA backend behind the same call:
+ *
+ *   ltk_indexer_topk  the DSA/CSA lightning indexer of DeepSeek V3.2/V4 and GLM-5:
+ *                       I[t,s] = kv_scale[s] * sum_h w[t,h] * max(0, sum_d q[t,h,d] * k[s,d])
+ *                     then the exact top-k keys of each query row over s in [ks[t], ke[t]).
+ *   ltk_knn_topk      brute-force k-nearest neighbours (inner product, L2, cosine).
+ *   ltk_select_topk   exact top-k of each row of a given score matrix.
+ *
+ * The fused paths never write the full score matrix: they sample a few keys to set a threshold bin,
+ * gate scores tile by tile while they are produced, keep only candidates at or above the threshold
+ * bin, refresh the threshold from a histogram, and select exactly inside the final threshold bin
+ * (LiteTopK). Exactness does not depend on the sample: a bad sample only costs time.
+ *
+ * ORDER (all operations). Entries are ranked by score descending; equal scores by the LOWER index
+ * first. -0.0 and +0.0 are equal. -inf ranks below every finite score; NaN ranks below everything,
+ * -inf included (a NaN entry is returned only when a row has fewer than k non-NaN valid entries).
+ * With this total order the top-k set is unique, so results are deterministic and testable bit for bit.
+ * Output is sorted in that order unless LTK_FLAG_UNSORTED is given (then the order within the k
+ * slots is unspecified, the SET is the same).
+ *
+ * PADDING. A row with fewer valid entries than k fills the remaining slots with index -1 and
+ * score -inf.
+ *
+ * EXACTNESS. The returned set is the exact top-k of the scores the backend computes. Backends
+ * differ only in floating-point rounding of the scores (fp32 accumulation in a fixed order on the
+ * CPU; FP8/bf16 tensor cores on the GPU), never in selection.
+ *
+ * ERRORS. Every function returns an ltk_status; LTK_OK is 0, errors are negative. A per-thread
+ * message with details is available from ltk_last_error(). Invalid arguments never abort and
+ * never cause a write outside the documented outputs.
+ *
+ * MEMORY. Each operation has a *_workspace_size() query. Pass a workspace of at least that many
+ * bytes in ltk_exec (host memory for CPU backends, device memory for CUDA) and the call allocates
+ * nothing (CUDA-graph capturable on the CUDA backend). With workspace == NULL the call allocates
+ * and frees its own (convenience path).
+ */
+#ifndef LITETOPK_H
+#define LITETOPK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LTK_VERSION_MAJOR 0
+#define LTK_VERSION_MINOR 1
+#define LTK_VERSION_PATCH 0
+
+#if defined(_WIN32) && defined(LTK_SHARED_BUILD)
+#  define LTK_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#  define LTK_API __attribute__((visibility("default")))
+#else
+#  define LTK_API
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes. Values are ABI: pinned, never reused.
+ * ------------------------------------------------------------------------------------------- */
+#define LTK_STATUS_LIST(X)                                                                   \
+    X(LTK_OK, 0, "success")                                                                  \
+    X(LTK_EINVAL, -1, "invalid argument")                                                    \
+    X(LTK_EUNSUPPORTED, -2, "unsupported by this backend")                                   \
+    X(LTK_ENOBACKEND, -3, "backend not available in this build or on this machine")          \
+    X(LTK_ENOMEM, -4, "out of memory")                                                       \
+    X(LTK_EWORKSPACE, -5, "workspace too small")                                             \
+    X(LTK_ECUDA, -6, "CUDA error")                                                           \
+    X(LTK_EINTERNAL, -7, "internal error")                                                   \
+    X(LTK_EIO, -8, "I/O error")                                                              \
+    X(LTK_EFORMAT, -9, "malformed file")
+
+typedef enum ltk_status {
+#define LTK_X_ENUM(name, value, text) name = value,
+    LTK_STATUS_LIST(LTK_X_ENUM)
+#undef LTK_X_ENUM
+} ltk_status;
+
+/* Short fixed text for a status ("invalid argument"); never NULL. */
+LTK_API const char *ltk_status_str(ltk_status status);
+/* Details of the last error raised on the calling thread ("" if none). Valid until the next call. */
+LTK_API const char *ltk_last_error(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Enumerations
+ * ------------------------------------------------------------------------------------------- */
+typedef enum ltk_dtype {
+    LTK_DTYPE_F32 = 0,
+    LTK_DTYPE_F16 = 1,  /* IEEE binary16 */
+    LTK_DTYPE_BF16 = 2,
+    LTK_DTYPE_E4M3 = 3, /* float8 e4m3fn (OCP FP8, max 448, no inf, 0x7f/0xff NaN) */
+} ltk_dtype;
+
+typedef enum ltk_metric {
+    LTK_METRIC_IP = 0,  /* score = <q, x>, larger is better */
+    LTK_METRIC_L2 = 1,  /* score = |q|^2 + |x|^2 - 2<q, x> (squared distance), SMALLER is better */
+    LTK_METRIC_COS = 2, /* score = <q, x> / (|q| |x|), larger is better; 0 when a norm is 0 */
+} ltk_metric;
+
+typedef enum ltk_backend {
+    LTK_BACKEND_AUTO = 0, /* CUDA when built and a device is present, else CPU; env LTK_BACKEND overrides */
+    LTK_BACKEND_REF = 1,  /* scalar oracle: float64 accumulation, full sort; slow */
+    LTK_BACKEND_CPU = 2,  /* threaded SIMD sample-filter-select */
+    LTK_BACKEND_CUDA = 3, /* NVIDIA GPU; pointers are device pointers */
+} ltk_backend;
+
+typedef enum ltk_algo {
+    LTK_ALGO_FUSED = 0,       /* sample, filter while scoring, refresh, select (default) */
+    LTK_ALGO_MATERIALIZE = 1, /* same scoring code writes every score, then exact select (baseline) */
+    LTK_ALGO_SCORE_ONLY = 2,  /* benchmarking: scoring work only, selection switched off; outputs unspecified */
+} ltk_algo;
+
+/* Flags (bitwise OR) */
+#define LTK_FLAG_UNSORTED 0x1u /* output order within a row unspecified (the set is unchanged) */
+#define LTK_FLAG_ABSOLUTE 0x2u /* indexer/select: indices are absolute, not relative to the row start */
+
+/* ---------------------------------------------------------------------------------------------
+ * Execution options and statistics
+ * ------------------------------------------------------------------------------------------- */
+typedef struct ltk_stats {
+    int64_t rows;             /* rows processed by the call */
+    int64_t short_rows;       /* rows with <= k valid entries, answered without a scan */
+    int64_t candidates;       /* candidates written, summed over rows */
+    int64_t candidates_max;   /* largest per-row candidate count */
+    int64_t bin_entries;      /* entries in the final threshold bin, summed over rows */
+    int64_t bin_entries_max;  /* largest threshold-bin size */
+    int64_t compactions;      /* candidate-buffer tighten-and-compact events */
+    int64_t fallback_rows;    /* rows redone on the exact dense fallback */
+    /* Optional per-row detail (host memory, length = rows of the call), or NULL. */
+    int32_t *row_candidates;
+    int32_t *row_bin_entries;
+} ltk_stats;
+
+typedef struct ltk_exec {
+    ltk_backend backend;    /* LTK_BACKEND_AUTO by default (zero-initialised struct) */
+    ltk_algo algo;          /* LTK_ALGO_FUSED by default */
+    void *stream;           /* cudaStream_t for the CUDA backend (NULL = default stream); ignored on CPU */
+    void *workspace;        /* NULL = allocate internally; else >= *_workspace_size() bytes (device memory on CUDA) */
+    size_t workspace_bytes;
+    int32_t num_threads;    /* CPU backend: 0 = all cores */
+    ltk_stats *stats;       /* optional, host memory; filled on return (the CUDA backend then synchronises) */
+} ltk_exec;
+
+/* ---------------------------------------------------------------------------------------------
+ * Indexer top-k (DSA / CSA lightning indexer)
+ *
+ *   I[t,s] = kv_scale[s] * sum_{h<H} w[t,h] * max(0, sum_{d<D} q[t,h,d] * k[s,d])
+ *
+ * Shapes and strides (strides in ELEMENTS, the innermost dimension is contiguous):
+ *   q          [T, H, D]  dtype (E4M3, BF16 or F32); element (t,h,d) at q[t*q_stride_t + h*D + d]
+ *   kv         [S, D]     dtype;                     element (s,d)   at kv[s*kv_stride_s + d]
+ *   kv_scale   [S]  fp32  per-key scale applied after the ReLU and head sum; NULL means 1
+ *   weights    [T, H] fp32, w[t*w_stride_t + h]; q scale and softmax factors already folded in
+ *              (e.g. vLLM: w * q_scale * D^-0.5 * H^-0.5); any sign allowed
+ *   ks, ke     [T] int32, half-open visible range [ks[t], ke[t]) per row, 0 <= ks <= ke <= S;
+ *              NULL means [0, S). Causal prefill: ke[t] = ctx + t + 1. CSA: ke[t] = (pos_t + 1) / m.
+ *   out_idx    [T, k] int32, row t at out_idx[t*out_stride]; index relative to ks[t]
+ *              (absolute s with LTK_FLAG_ABSOLUTE); -1 padding
+ *   out_scores [T, k] fp32 or NULL, same stride; -inf padding
+ * Limits: 1 <= H <= 128, 1 <= D <= 256, 1 <= k <= 8192, S <= 2^31 - 1, T <= 2^31 - 1.
+ * A row with ke - ks <= k returns its keys in index order (0..len-1, then -1) when
+ * LTK_FLAG_UNSORTED is set and out_scores is NULL, without scoring anything; otherwise they are
+ * scored and sorted.
+ * Non-finite inputs are allowed; scores follow IEEE arithmetic and the ORDER rules above.
+ *
+ * Cross-chunk state: when `state` is non-NULL, the call samples its initial threshold from the
+ * state's hot set (keys voted most often by the previous call's top-k; entries outside a row's range
+ * are ignored), and on return replaces the hot set with the `sample_size` keys that appear most
+ * often in this call's outputs (votes desc, then larger = more recent index first; deduplicated).
+ * With no state, or an empty one (cold start), each row samples a strided subset of its range plus
+ * its most recent keys: no dense pass is needed. Results are exact whatever the sample holds.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct ltk_indexer_state ltk_indexer_state;
+
+typedef struct ltk_indexer_args {
+    int64_t T, S;
+    int32_t H, D, k;
+    ltk_dtype dtype;
+    const void *q;
+    int64_t q_stride_t;        /* elements between rows t; 0 means H*D */
+    const void *kv;
+    int64_t kv_stride_s;       /* 0 means D */
+    const float *kv_scale;
+    const float *weights;
+    int64_t w_stride_t;        /* 0 means H */
+    const int32_t *ks, *ke;
+    int32_t *out_idx;
+    float *out_scores;
+    int64_t out_stride;        /* 0 means k */
+    uint32_t flags;
+    ltk_indexer_state *state;  /* optional; must belong to the same backend */
+} ltk_indexer_args;
+
+LTK_API ltk_status ltk_indexer_workspace_size(const ltk_indexer_args *args, const ltk_exec *exec, size_t *bytes);
+LTK_API ltk_status ltk_indexer_topk(const ltk_indexer_args *args, const ltk_exec *exec);
+
+/* Hot-set state for one request across its chunks. sample_size = k' (e.g. 3*k); 1..1<<20.
+ * A CUDA state keeps its keys in device memory and is updated on the call's stream. */
+LTK_API ltk_status ltk_indexer_state_create(ltk_backend backend, int32_t sample_size, ltk_indexer_state **out);
+LTK_API void ltk_indexer_state_free(ltk_indexer_state *state);
+LTK_API ltk_status ltk_indexer_state_reset(ltk_indexer_state *state); /* back to cold start */
+/* Copies up to `cap` hot keys (absolute indices, best first) to host memory `idx`; *count = number held. */
+LTK_API ltk_status ltk_indexer_state_get(const ltk_indexer_state *state, int32_t *idx, int32_t cap, int32_t *count);
+/* Replaces the hot set with `count` absolute indices (host memory). Any values are accepted:
+ * duplicates and negative entries are dropped, out-of-range ones ignored at use. */
+LTK_API ltk_status ltk_indexer_state_set(ltk_indexer_state *state, const int32_t *idx, int32_t count);
+
+/* ---------------------------------------------------------------------------------------------
+ * kNN top-k (brute force)
+ *   queries [B, D], base [N, D] (dtype F32, F16 or BF16; strides in elements, 0 = D)
+ *   out_idx [B, k] int64 (-1 padding), out_scores [B, k] fp32 or NULL (padding: -inf, or +inf for L2)
+ * For L2 the best entries are the SMALLEST distances: the order is distance ascending, ties by
+ * lower index, NaN last. k may exceed N (padding). Limits: 1 <= k <= 16384, 1 <= D <= 65536.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct ltk_knn_args {
+    int64_t B, N;
+    int32_t D;
+    int32_t k;
+    ltk_dtype dtype;
+    ltk_metric metric;
+    const void *queries;
+    int64_t q_stride;
+    const void *base;
+    int64_t base_stride;
+    int64_t *out_idx;
+    float *out_scores;
+    int64_t out_stride;    /* 0 means k */
+    uint32_t flags;
+} ltk_knn_args;
+
+LTK_API ltk_status ltk_knn_workspace_size(const ltk_knn_args *args, const ltk_exec *exec, size_t *bytes);
+LTK_API ltk_status ltk_knn_topk(const ltk_knn_args *args, const ltk_exec *exec);
+
+/* ---------------------------------------------------------------------------------------------
+ * Select top-k over given scores (drop-in for a radix top-k over materialised logits)
+ *   scores [rows, cols] dtype F32, F16 or BF16, row r at scores[r*row_stride] (elements, 0 = cols)
+ *   starts, ends [rows] int32 or NULL: valid range [starts[r], ends[r]) within [0, cols)
+ *   out_idx [rows, k] int32, relative to starts[r] (absolute with LTK_FLAG_ABSOLUTE); -1 padding
+ *   out_scores [rows, k] fp32 or NULL; -inf padding
+ * Limits: 1 <= k <= 65536, cols <= 2^31 - 1.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct ltk_select_args {
+    int64_t rows, cols;
+    int32_t k;
+    ltk_dtype dtype;
+    const void *scores;
+    int64_t row_stride;
+    const int32_t *starts, *ends;
+    int32_t *out_idx;
+    float *out_scores;
+    int64_t out_stride;    /* 0 means k */
+    uint32_t flags;
+} ltk_select_args;
+
+LTK_API ltk_status ltk_select_workspace_size(const ltk_select_args *args, const ltk_exec *exec, size_t *bytes);
+LTK_API ltk_status ltk_select_topk(const ltk_select_args *args, const ltk_exec *exec);
+
+/* ---------------------------------------------------------------------------------------------
+ * Backends and build information
+ * ------------------------------------------------------------------------------------------- */
+/* 1 if the backend is compiled in and usable on this machine (CUDA: a device is present). */
+LTK_API int ltk_backend_available(ltk_backend backend);
+/* "ref", "cpu", "cuda", "auto". */
+LTK_API const char *ltk_backend_name(ltk_backend backend);
+/* The backend LTK_BACKEND_AUTO resolves to now. */
+LTK_API ltk_backend ltk_backend_resolve(ltk_backend backend);
+/* Human-readable build options, backends and devices (NUL-terminated, truncated to cap). */
+LTK_API ltk_status ltk_info(char *buf, size_t cap);
+/* Size in bytes of one element of a dtype (0 if unknown). */
+LTK_API size_t ltk_dtype_size(ltk_dtype dtype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LITETOPK_H */

@@ -1,0 +1,377 @@
+/* Front end: validates every argument once, resolves the backend, provides the workspace
+ * convenience path, and owns the status strings, the error message and the hot-set state. */
+#include "ltk-impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors ------------------------------------------------------------------------------- */
+static _Thread_local char ltk_errbuf[512];
+
+ltk_status ltk_error(ltk_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ltk_errbuf, sizeof ltk_errbuf, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void ltk_clear_error(void) { ltk_errbuf[0] = '\0'; }
+
+const char *ltk_last_error(void) { return ltk_errbuf; }
+
+const char *ltk_status_str(ltk_status status) {
+    switch (status) {
+#define LTK_X_CASE(name, value, text) \
+    case name:                        \
+        return text;
+        LTK_STATUS_LIST(LTK_X_CASE)
+#undef LTK_X_CASE
+    }
+    return "unknown status";
+}
+
+size_t ltk_dtype_size(ltk_dtype dtype) {
+    switch (dtype) {
+    case LTK_DTYPE_F32: return 4;
+    case LTK_DTYPE_F16: return 2;
+    case LTK_DTYPE_BF16: return 2;
+    case LTK_DTYPE_E4M3: return 1;
+    }
+    return 0;
+}
+
+/* ---- backend table ------------------------------------------------------------------------ */
+static const ltk_backend_i *backend_table(ltk_backend b) {
+    switch (b) {
+    case LTK_BACKEND_REF: return &ltk_backend_ref;
+    case LTK_BACKEND_CPU: return &ltk_backend_cpu;
+#ifdef LTK_WITH_CUDA
+    case LTK_BACKEND_CUDA: return &ltk_backend_cuda;
+#endif
+    default: return NULL;
+    }
+}
+
+const char *ltk_backend_name(ltk_backend b) {
+    switch (b) {
+    case LTK_BACKEND_AUTO: return "auto";
+    case LTK_BACKEND_REF: return "ref";
+    case LTK_BACKEND_CPU: return "cpu";
+    case LTK_BACKEND_CUDA: return "cuda";
+    }
+    return "unknown";
+}
+
+int ltk_backend_available(ltk_backend b) {
+    const ltk_backend_i *bi = backend_table(b);
+    return bi != NULL && bi->available();
+}
+
+ltk_backend ltk_backend_resolve(ltk_backend b) {
+    if (b != LTK_BACKEND_AUTO) return b;
+    const char *env = getenv("LTK_BACKEND");
+    if (env && *env) {
+        if (!strcmp(env, "ref")) return LTK_BACKEND_REF;
+        if (!strcmp(env, "cpu")) return LTK_BACKEND_CPU;
+        if (!strcmp(env, "cuda")) return LTK_BACKEND_CUDA;
+    }
+    return ltk_backend_available(LTK_BACKEND_CUDA) ? LTK_BACKEND_CUDA : LTK_BACKEND_CPU;
+}
+
+static ltk_status pick_backend(const ltk_exec *e, const ltk_backend_i **out) {
+    ltk_backend want = e ? e->backend : LTK_BACKEND_AUTO;
+    LTK_RETURN_IF((int)want < 0 || (int)want > LTK_BACKEND_CUDA, LTK_EINVAL, "unknown backend %d", (int)want);
+    ltk_backend b = ltk_backend_resolve(want);
+    const ltk_backend_i *bi = backend_table(b);
+    LTK_RETURN_IF(bi == NULL, LTK_ENOBACKEND, "backend '%s' is not compiled into this build", ltk_backend_name(b));
+    LTK_RETURN_IF(!bi->available(), LTK_ENOBACKEND, "backend '%s' has no usable device on this machine",
+                  ltk_backend_name(b));
+    if (e) {
+        LTK_RETURN_IF((int)e->algo < 0 || (int)e->algo > LTK_ALGO_SCORE_ONLY, LTK_EINVAL, "unknown algo %d",
+                      (int)e->algo);
+        LTK_RETURN_IF(e->num_threads < 0, LTK_EINVAL, "num_threads=%d < 0", (int)e->num_threads);
+        LTK_RETURN_IF(e->workspace == NULL && e->workspace_bytes != 0, LTK_EINVAL,
+                      "workspace_bytes=%zu with a NULL workspace", e->workspace_bytes);
+    }
+    *out = bi;
+    return LTK_OK;
+}
+
+static int is_host_backend(const ltk_backend_i *bi) { return bi == &ltk_backend_ref || bi == &ltk_backend_cpu; }
+
+/* Runs `run` with the caller's workspace, or with one allocated here (convenience path). */
+#define LTK_RUN_WITH_WORKSPACE(bi, wsfn, runfn, a, e)                                                   \
+    do {                                                                                               \
+        static const ltk_exec ltk_default_exec_;                                                       \
+        const ltk_exec *ex_ = (e) ? (e) : &ltk_default_exec_;                                          \
+        size_t need_ = 0;                                                                              \
+        LTK_FORWARD_IF((bi)->wsfn((a), ex_, &need_));                                                  \
+        if (ex_->workspace) {                                                                          \
+            LTK_RETURN_IF(ex_->workspace_bytes < need_, LTK_EWORKSPACE,                                \
+                          "workspace of %zu bytes is smaller than the %zu bytes required",             \
+                          ex_->workspace_bytes, need_);                                                \
+            return (bi)->runfn((a), ex_, ex_->workspace, ex_->workspace_bytes);                        \
+        }                                                                                              \
+        void *ws_ = NULL;                                                                              \
+        if (need_) LTK_FORWARD_IF((bi)->mem_alloc(need_, &ws_));                                       \
+        ltk_status st_ = (bi)->runfn((a), ex_, ws_, need_);                                            \
+        if (ws_) (bi)->mem_free(ws_);                                                                  \
+        return st_;                                                                                    \
+    } while (0)
+
+/* ---- validation --------------------------------------------------------------------------- */
+static ltk_status check_ranges_host(const int32_t *ks, const int32_t *ke, int64_t rows, int64_t len) {
+    if (!ks && !ke) return LTK_OK;
+    LTK_RETURN_IF(!ks || !ke, LTK_EINVAL, "row starts and ends must both be given or both be NULL");
+    for (int64_t r = 0; r < rows; r++) {
+        LTK_RETURN_IF(ks[r] < 0 || ke[r] < ks[r] || (int64_t)ke[r] > len, LTK_EINVAL,
+                      "row %lld: range [%d, %d) is not within [0, %lld]", (long long)r, ks[r], ke[r],
+                      (long long)len);
+    }
+    return LTK_OK;
+}
+
+static ltk_status indexer_fill(const ltk_indexer_args *in, ltk_indexer_args *a, const ltk_backend_i *bi) {
+    LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
+    *a = *in;
+    LTK_RETURN_IF(a->T < 0 || a->T > INT32_MAX, LTK_EINVAL, "T=%lld out of [0, 2^31-1]", (long long)a->T);
+    LTK_RETURN_IF(a->S < 0 || a->S > INT32_MAX, LTK_EINVAL, "S=%lld out of [0, 2^31-1]", (long long)a->S);
+    LTK_RETURN_IF(a->H < 1 || a->H > 128, LTK_EINVAL, "H=%d out of [1, 128]", a->H);
+    LTK_RETURN_IF(a->D < 1 || a->D > 256, LTK_EINVAL, "D=%d out of [1, 256]", a->D);
+    LTK_RETURN_IF(a->k < 1 || a->k > 8192, LTK_EINVAL, "k=%d out of [1, 8192]", a->k);
+    LTK_RETURN_IF(a->dtype != LTK_DTYPE_E4M3 && a->dtype != LTK_DTYPE_BF16 && a->dtype != LTK_DTYPE_F32,
+                  LTK_EINVAL, "indexer dtype %d: expected E4M3, BF16 or F32", (int)a->dtype);
+    LTK_RETURN_IF(a->flags & ~(LTK_FLAG_UNSORTED | LTK_FLAG_ABSOLUTE), LTK_EINVAL, "unknown flags 0x%x",
+                  a->flags);
+    if (a->q_stride_t == 0) a->q_stride_t = (int64_t)a->H * a->D;
+    if (a->kv_stride_s == 0) a->kv_stride_s = a->D;
+    if (a->w_stride_t == 0) a->w_stride_t = a->H;
+    if (a->out_stride == 0) a->out_stride = a->k;
+    LTK_RETURN_IF(a->q_stride_t < (int64_t)a->H * a->D, LTK_EINVAL, "q_stride_t=%lld < H*D=%d",
+                  (long long)a->q_stride_t, a->H * a->D);
+    LTK_RETURN_IF(a->kv_stride_s < a->D, LTK_EINVAL, "kv_stride_s=%lld < D=%d", (long long)a->kv_stride_s, a->D);
+    LTK_RETURN_IF(a->w_stride_t < a->H, LTK_EINVAL, "w_stride_t=%lld < H=%d", (long long)a->w_stride_t, a->H);
+    LTK_RETURN_IF(a->out_stride < a->k, LTK_EINVAL, "out_stride=%lld < k=%d", (long long)a->out_stride, a->k);
+    if (a->T > 0) {
+        LTK_RETURN_IF(!a->q || !a->weights || !a->out_idx, LTK_EINVAL, "q, weights and out_idx are required");
+        LTK_RETURN_IF(a->S > 0 && !a->kv, LTK_EINVAL, "kv is NULL");
+    }
+    LTK_RETURN_IF((a->ks == NULL) != (a->ke == NULL), LTK_EINVAL, "ks and ke must both be given or both be NULL");
+    if (a->state) {
+        LTK_RETURN_IF(backend_table(a->state->backend) != bi, LTK_EINVAL,
+                      "state belongs to backend '%s', the call runs on '%s'", ltk_backend_name(a->state->backend),
+                      bi->name);
+    }
+    if (is_host_backend(bi)) LTK_FORWARD_IF(check_ranges_host(a->ks, a->ke, a->T, a->S));
+    return LTK_OK;
+}
+
+static ltk_status knn_fill(const ltk_knn_args *in, ltk_knn_args *a) {
+    LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
+    *a = *in;
+    LTK_RETURN_IF(a->B < 0 || a->B > INT32_MAX, LTK_EINVAL, "B=%lld out of [0, 2^31-1]", (long long)a->B);
+    LTK_RETURN_IF(a->N < 0, LTK_EINVAL, "N=%lld < 0", (long long)a->N);
+    LTK_RETURN_IF(a->D < 1 || a->D > 65536, LTK_EINVAL, "D=%d out of [1, 65536]", a->D);
+    LTK_RETURN_IF(a->k < 1 || a->k > 16384, LTK_EINVAL, "k=%d out of [1, 16384]", a->k);
+    LTK_RETURN_IF(a->dtype != LTK_DTYPE_F32 && a->dtype != LTK_DTYPE_F16 && a->dtype != LTK_DTYPE_BF16, LTK_EINVAL,
+                  "kNN dtype %d: expected F32, F16 or BF16", (int)a->dtype);
+    LTK_RETURN_IF((int)a->metric < 0 || a->metric > LTK_METRIC_COS, LTK_EINVAL, "unknown metric %d", (int)a->metric);
+    LTK_RETURN_IF(a->flags & ~LTK_FLAG_UNSORTED, LTK_EINVAL, "unknown flags 0x%x for kNN", a->flags);
+    if (a->q_stride == 0) a->q_stride = a->D;
+    if (a->base_stride == 0) a->base_stride = a->D;
+    if (a->out_stride == 0) a->out_stride = a->k;
+    LTK_RETURN_IF(a->q_stride < a->D, LTK_EINVAL, "q_stride=%lld < D=%d", (long long)a->q_stride, a->D);
+    LTK_RETURN_IF(a->base_stride < a->D, LTK_EINVAL, "base_stride=%lld < D=%d", (long long)a->base_stride, a->D);
+    LTK_RETURN_IF(a->out_stride < a->k, LTK_EINVAL, "out_stride=%lld < k=%d", (long long)a->out_stride, a->k);
+    if (a->B > 0) {
+        LTK_RETURN_IF(!a->queries || !a->out_idx, LTK_EINVAL, "queries and out_idx are required");
+        LTK_RETURN_IF(a->N > 0 && !a->base, LTK_EINVAL, "base is NULL");
+    }
+    return LTK_OK;
+}
+
+static ltk_status select_fill(const ltk_select_args *in, ltk_select_args *a, const ltk_backend_i *bi) {
+    LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
+    *a = *in;
+    LTK_RETURN_IF(a->rows < 0 || a->rows > INT32_MAX, LTK_EINVAL, "rows=%lld out of [0, 2^31-1]", (long long)a->rows);
+    LTK_RETURN_IF(a->cols < 0 || a->cols > INT32_MAX, LTK_EINVAL, "cols=%lld out of [0, 2^31-1]", (long long)a->cols);
+    LTK_RETURN_IF(a->k < 1 || a->k > 65536, LTK_EINVAL, "k=%d out of [1, 65536]", a->k);
+    LTK_RETURN_IF(a->dtype != LTK_DTYPE_F32 && a->dtype != LTK_DTYPE_F16 && a->dtype != LTK_DTYPE_BF16, LTK_EINVAL,
+                  "select dtype %d: expected F32, F16 or BF16", (int)a->dtype);
+    LTK_RETURN_IF(a->flags & ~(LTK_FLAG_UNSORTED | LTK_FLAG_ABSOLUTE), LTK_EINVAL, "unknown flags 0x%x", a->flags);
+    if (a->row_stride == 0) a->row_stride = a->cols;
+    if (a->out_stride == 0) a->out_stride = a->k;
+    LTK_RETURN_IF(a->row_stride < a->cols, LTK_EINVAL, "row_stride=%lld < cols=%lld", (long long)a->row_stride,
+                  (long long)a->cols);
+    LTK_RETURN_IF(a->out_stride < a->k, LTK_EINVAL, "out_stride=%lld < k=%d", (long long)a->out_stride, a->k);
+    if (a->rows > 0) {
+        LTK_RETURN_IF(!a->out_idx, LTK_EINVAL, "out_idx is required");
+        LTK_RETURN_IF(a->cols > 0 && !a->scores, LTK_EINVAL, "scores is NULL");
+    }
+    LTK_RETURN_IF((a->starts == NULL) != (a->ends == NULL), LTK_EINVAL,
+                  "starts and ends must both be given or both be NULL");
+    if (is_host_backend(bi)) LTK_FORWARD_IF(check_ranges_host(a->starts, a->ends, a->rows, a->cols));
+    return LTK_OK;
+}
+
+/* ---- operations --------------------------------------------------------------------------- */
+ltk_status ltk_indexer_workspace_size(const ltk_indexer_args *args, const ltk_exec *exec, size_t *bytes) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_indexer_args a;
+    static const ltk_exec def;
+    LTK_RETURN_IF(bytes == NULL, LTK_EINVAL, "bytes is NULL");
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(indexer_fill(args, &a, bi));
+    return bi->indexer_workspace(&a, exec ? exec : &def, bytes);
+}
+
+ltk_status ltk_indexer_topk(const ltk_indexer_args *args, const ltk_exec *exec) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_indexer_args a;
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(indexer_fill(args, &a, bi));
+    LTK_RUN_WITH_WORKSPACE(bi, indexer_workspace, indexer, &a, exec);
+}
+
+ltk_status ltk_knn_workspace_size(const ltk_knn_args *args, const ltk_exec *exec, size_t *bytes) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_knn_args a;
+    static const ltk_exec def;
+    LTK_RETURN_IF(bytes == NULL, LTK_EINVAL, "bytes is NULL");
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(knn_fill(args, &a));
+    return bi->knn_workspace(&a, exec ? exec : &def, bytes);
+}
+
+ltk_status ltk_knn_topk(const ltk_knn_args *args, const ltk_exec *exec) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_knn_args a;
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(knn_fill(args, &a));
+    LTK_RUN_WITH_WORKSPACE(bi, knn_workspace, knn, &a, exec);
+}
+
+ltk_status ltk_select_workspace_size(const ltk_select_args *args, const ltk_exec *exec, size_t *bytes) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_select_args a;
+    static const ltk_exec def;
+    LTK_RETURN_IF(bytes == NULL, LTK_EINVAL, "bytes is NULL");
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(select_fill(args, &a, bi));
+    return bi->select_workspace(&a, exec ? exec : &def, bytes);
+}
+
+ltk_status ltk_select_topk(const ltk_select_args *args, const ltk_exec *exec) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_select_args a;
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(select_fill(args, &a, bi));
+    LTK_RUN_WITH_WORKSPACE(bi, select_workspace, select, &a, exec);
+}
+
+/* ---- hot-set state ------------------------------------------------------------------------ */
+ltk_status ltk_indexer_state_create(ltk_backend backend, int32_t sample_size, ltk_indexer_state **out) {
+    ltk_clear_error();
+    LTK_RETURN_IF(out == NULL, LTK_EINVAL, "out is NULL");
+    *out = NULL;
+    LTK_RETURN_IF(sample_size < 1 || sample_size > (1 << 20), LTK_EINVAL, "sample_size=%d out of [1, 2^20]",
+                  sample_size);
+    ltk_exec e = {0};
+    e.backend = backend;
+    const ltk_backend_i *bi = NULL;
+    LTK_FORWARD_IF(pick_backend(&e, &bi));
+    ltk_indexer_state *st = calloc(1, sizeof *st);
+    LTK_RETURN_IF(st == NULL, LTK_ENOMEM, "state allocation failed");
+    st->backend = ltk_backend_resolve(backend);
+    st->capacity = sample_size;
+    ltk_status s = bi->mem_alloc(sizeof(int32_t) * ((size_t)sample_size + 1), (void **)&st->keys);
+    if (s != LTK_OK) {
+        free(st);
+        return s;
+    }
+    int32_t zero = 0;
+    s = bi->mem_from_host(st->keys, &zero, sizeof zero);
+    if (s != LTK_OK) {
+        bi->mem_free(st->keys);
+        free(st);
+        return s;
+    }
+    *out = st;
+    return LTK_OK;
+}
+
+void ltk_indexer_state_free(ltk_indexer_state *st) {
+    if (!st) return;
+    const ltk_backend_i *bi = backend_table(st->backend);
+    if (bi && st->keys) bi->mem_free(st->keys);
+    free(st);
+}
+
+ltk_status ltk_indexer_state_reset(ltk_indexer_state *st) {
+    ltk_clear_error();
+    LTK_RETURN_IF(st == NULL, LTK_EINVAL, "state is NULL");
+    int32_t zero = 0;
+    return backend_table(st->backend)->mem_from_host(st->keys, &zero, sizeof zero);
+}
+
+ltk_status ltk_indexer_state_get(const ltk_indexer_state *st, int32_t *idx, int32_t cap, int32_t *count) {
+    ltk_clear_error();
+    LTK_RETURN_IF(st == NULL || count == NULL, LTK_EINVAL, "state and count are required");
+    LTK_RETURN_IF(cap < 0 || (cap > 0 && idx == NULL), LTK_EINVAL, "idx is NULL with cap=%d", cap);
+    const ltk_backend_i *bi = backend_table(st->backend);
+    int32_t n = 0;
+    LTK_FORWARD_IF(bi->mem_to_host(&n, st->keys, sizeof n));
+    if (n < 0 || n > st->capacity) return ltk_error(LTK_EINTERNAL, "corrupt state count %d", n);
+    *count = n;
+    int32_t m = n < cap ? n : cap;
+    if (m > 0) LTK_FORWARD_IF(bi->mem_to_host(idx, st->keys + 1, sizeof(int32_t) * (size_t)m));
+    return LTK_OK;
+}
+
+ltk_status ltk_indexer_state_set(ltk_indexer_state *st, const int32_t *idx, int32_t count) {
+    ltk_clear_error();
+    LTK_RETURN_IF(st == NULL, LTK_EINVAL, "state is NULL");
+    LTK_RETURN_IF(count < 0 || (count > 0 && idx == NULL), LTK_EINVAL, "idx is NULL or count=%d < 0", count);
+    ltk_status s = ltk_state_set_host_list(st, idx, count, backend_table(st->backend)->mem_from_host);
+    return s;
+}
+
+/* ---- info --------------------------------------------------------------------------------- */
+ltk_status ltk_info(char *buf, size_t cap) {
+    LTK_RETURN_IF(buf == NULL || cap == 0, LTK_EINVAL, "buf is NULL or cap is 0");
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, cap > n ? cap - n : 0, "litetopk %d.%d.%d\nbuild: %s%s\n", LTK_VERSION_MAJOR,
+                          LTK_VERSION_MINOR, LTK_VERSION_PATCH,
+#ifdef LTK_WITH_CUDA
+                          "cuda=on",
+#else
+                          "cuda=off",
+#endif
+#ifdef _OPENMP
+                          " openmp=on"
+#else
+                          " openmp=off"
+#endif
+    );
+    static const ltk_backend all[] = {LTK_BACKEND_REF, LTK_BACKEND_CPU, LTK_BACKEND_CUDA};
+    for (size_t i = 0; i < sizeof all / sizeof all[0] && n < cap; i++) {
+        const ltk_backend_i *bi = backend_table(all[i]);
+        n += (size_t)snprintf(buf + n, cap - n, "backend %-4s: %s\n", ltk_backend_name(all[i]),
+                              bi == NULL ? "not built" : (bi->available() ? "available" : "no device"));
+        if (bi && bi->info && n < cap) {
+            bi->info(buf + n, cap - n);
+            n += strlen(buf + n);
+        }
+    }
+    if (n < cap)
+        snprintf(buf + n, cap - n, "auto resolves to: %s\n", ltk_backend_name(ltk_backend_resolve(LTK_BACKEND_AUTO)));
+    return LTK_OK;
+}

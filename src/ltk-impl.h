@@ -1,0 +1,93 @@
+/* Private interface between the front end (litetopk.c) and the backends.
+ * The front end validates every argument once; backends may assume well-formed input
+ * (non-NULL required pointers, shapes within the documented limits, strides >= row lengths,
+ * and on host backends valid ks/ke ranges). */
+#ifndef LTK_IMPL_H
+#define LTK_IMPL_H
+
+#include "litetopk.h"
+#include "ltk-order.h"
+
+#include <stdarg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Records a formatted detail message for ltk_last_error() and returns `status`. */
+ltk_status ltk_error(ltk_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void ltk_clear_error(void);
+
+#define LTK_RETURN_IF(cond, status, ...)                \
+    do {                                                \
+        if (cond) return ltk_error((status), __VA_ARGS__); \
+    } while (0)
+#define LTK_FORWARD_IF(expr)                 \
+    do {                                     \
+        ltk_status ltk_fwd_ = (expr);        \
+        if (ltk_fwd_ != LTK_OK) return ltk_fwd_; \
+    } while (0)
+
+/* Hot-set storage: `keys` points to capacity+1 int32 in the backend's memory space:
+ * keys[0] = number held, keys[1..] = absolute key indices, best first. */
+struct ltk_indexer_state {
+    ltk_backend backend;
+    int32_t capacity;
+    int32_t *keys;
+};
+
+/* Resolved argument copies with defaults filled in (strides, ranges). */
+typedef struct ltk_backend_i {
+    const char *name;
+    int (*available)(void);
+    /* Optional text appended to ltk_info(); may be NULL. */
+    void (*info)(char *buf, size_t cap);
+
+    ltk_status (*indexer_workspace)(const ltk_indexer_args *a, const ltk_exec *e, size_t *bytes);
+    ltk_status (*indexer)(const ltk_indexer_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
+    ltk_status (*knn_workspace)(const ltk_knn_args *a, const ltk_exec *e, size_t *bytes);
+    ltk_status (*knn)(const ltk_knn_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
+    ltk_status (*select_workspace)(const ltk_select_args *a, const ltk_exec *e, size_t *bytes);
+    ltk_status (*select)(const ltk_select_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
+
+    /* Memory in the backend's space (workspace convenience path, state storage). */
+    ltk_status (*mem_alloc)(size_t bytes, void **ptr);
+    void (*mem_free)(void *ptr);
+    /* Copies between host and the backend's memory space (for state get/set). */
+    ltk_status (*mem_to_host)(void *dst, const void *src, size_t bytes);
+    ltk_status (*mem_from_host)(void *dst, const void *src, size_t bytes);
+} ltk_backend_i;
+
+extern const ltk_backend_i ltk_backend_ref;
+extern const ltk_backend_i ltk_backend_cpu;
+#ifdef LTK_WITH_CUDA
+extern const ltk_backend_i ltk_backend_cuda;
+#endif
+
+/* Shared host helpers (src/common.c) ------------------------------------------------------- */
+float ltk_e4m3_to_f32(uint8_t v);
+float ltk_f16_to_f32(uint16_t v);
+float ltk_bf16_to_f32(uint16_t v);
+/* Element i of a typed array, as float. */
+float ltk_load_f32(const void *p, ltk_dtype dt, int64_t i);
+/* Host allocations aligned to 64 bytes (NULL on failure). */
+void *ltk_aligned_alloc(size_t bytes);
+void ltk_aligned_free(void *p);
+
+/* Hot-set update shared by host backends: votes over the top-k output (absolute indices),
+ * keeps the `capacity` most voted (votes desc, index desc). `idx` rows of `k` with stride. */
+/* Deduplicates `idx` (first occurrence kept, negatives dropped, at most capacity kept) and
+ * stores it through `copy` (host->backend memory). */
+ltk_status ltk_state_set_host_list(ltk_indexer_state *st, const int32_t *idx, int32_t count,
+                                   ltk_status (*copy)(void *dst, const void *src, size_t bytes));
+ltk_status ltk_state_vote_host(ltk_indexer_state *st, const int32_t *idx, int64_t rows, int32_t k,
+                               int64_t stride, const int32_t *ks, int absolute);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

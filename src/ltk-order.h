@@ -1,0 +1,57 @@
+/* The one total order every backend ranks by (see litetopk.h, ORDER):
+ * score descending, ties by lower index, -0 == +0, NaN below -inf.
+ * A float maps to an unsigned "rank key" such that a larger key is a better score; NaN maps to 0.
+ * Usable from C and CUDA. */
+#ifndef LTK_ORDER_H
+#define LTK_ORDER_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__CUDACC__)
+#  define LTK_HD __host__ __device__ __forceinline__
+#else
+#  define LTK_HD static inline
+#endif
+
+LTK_HD uint32_t ltk_f32_bits(float x) {
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(x);
+#else
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+#endif
+}
+
+LTK_HD float ltk_bits_f32(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+#endif
+}
+
+/* Larger key = better. NaN -> 0, -inf -> 0x007fffff, -0/+0 -> 0x80000000, +inf -> 0xff800000. */
+LTK_HD uint32_t ltk_rank_key(float x) {
+    uint32_t u = ltk_f32_bits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0u; /* NaN */
+    if ((u & 0x7fffffffu) == 0u) return 0x80000000u; /* -0 == +0 */
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* Inverse of ltk_rank_key for non-NaN keys (0 maps back to a NaN). */
+LTK_HD float ltk_rank_key_to_f32(uint32_t key) {
+    if (key == 0u) return ltk_bits_f32(0x7fc00000u);
+    return ltk_bits_f32((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
+/* 1 if (score a, index ia) ranks strictly before (score b, index ib). */
+LTK_HD int ltk_better(float a, int64_t ia, float b, int64_t ib) {
+    uint32_t ka = ltk_rank_key(a), kb = ltk_rank_key(b);
+    return ka > kb || (ka == kb && ia < ib);
+}
+
+#endif

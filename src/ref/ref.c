@@ -1,0 +1,207 @@
+/* The oracle backend: scalar code, float64 accumulation, a full sort of every row.
+ * Slow on purpose and simple enough to check by eye; every other backend is tested against it. */
+#include "../ltk-impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct { double score; int64_t idx; } scored;
+
+/* ORDER of litetopk.h on doubles: score desc, -0 == +0, NaN last, ties by lower index. */
+static int cmp_scored(const void *pa, const void *pb) {
+    const scored *a = pa, *b = pb;
+    int na = isnan(a->score), nb = isnan(b->score);
+    if (na != nb) return na ? 1 : -1;
+    if (!na && a->score != b->score) return a->score > b->score ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+/* Sorts `n` scored entries and writes the best k (padding -1 / pad_score). `negate` flips the
+ * reported score back for metrics ranked ascending (L2). */
+static void emit_row(scored *v, int64_t n, int32_t k, int64_t base, int32_t *idx32, int64_t *idx64, float *out_s,
+                     int negate) {
+    qsort(v, (size_t)n, sizeof *v, cmp_scored);
+    for (int32_t j = 0; j < k; j++) {
+        if (j < n) {
+            int64_t id = v[j].idx - base;
+            if (idx32) idx32[j] = (int32_t)id;
+            if (idx64) idx64[j] = id;
+            if (out_s) out_s[j] = (float)(negate ? -v[j].score : v[j].score);
+        } else {
+            if (idx32) idx32[j] = -1;
+            if (idx64) idx64[j] = -1;
+            if (out_s) out_s[j] = negate ? INFINITY : -INFINITY;
+        }
+    }
+}
+
+static int ref_available(void) { return 1; }
+
+/* The oracle allocates what it needs itself: it is never on a hot path. */
+static ltk_status ref_indexer_ws(const ltk_indexer_args *a, const ltk_exec *e, size_t *bytes) {
+    (void)a, (void)e;
+    *bytes = 0;
+    return LTK_OK;
+}
+static ltk_status ref_knn_ws(const ltk_knn_args *a, const ltk_exec *e, size_t *bytes) {
+    (void)a, (void)e;
+    *bytes = 0;
+    return LTK_OK;
+}
+static ltk_status ref_select_ws(const ltk_select_args *a, const ltk_exec *e, size_t *bytes) {
+    (void)a, (void)e;
+    *bytes = 0;
+    return LTK_OK;
+}
+
+/* ---- indexer ------------------------------------------------------------------------------ */
+static ltk_status ref_indexer(const ltk_indexer_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+    (void)ws;
+    (void)wsb;
+    int64_t T = a->T, S = a->S;
+    int H = a->H, D = a->D, k = a->k;
+    double *q = malloc(sizeof(double) * (size_t)H * (size_t)D);
+    scored *row = malloc(sizeof(scored) * (size_t)(S > 0 ? S : 1));
+    if (!q || !row) {
+        free(q);
+        free(row);
+        return ltk_error(LTK_ENOMEM, "ref indexer: allocation failed");
+    }
+    for (int64_t t = 0; t < T; t++) {
+        int64_t lo = a->ks ? a->ks[t] : 0, hi = a->ke ? a->ke[t] : S;
+        int64_t base = (a->flags & LTK_FLAG_ABSOLUTE) ? 0 : lo;
+        int32_t *oi = a->out_idx + t * a->out_stride;
+        float *os = a->out_scores ? a->out_scores + t * a->out_stride : NULL;
+        if (hi - lo <= k && (a->flags & LTK_FLAG_UNSORTED) && !os) {
+            for (int32_t j = 0; j < k; j++) oi[j] = j < hi - lo ? (int32_t)(lo + j - base) : -1;
+            continue;
+        }
+        for (int h = 0; h < H; h++)
+            for (int d = 0; d < D; d++) q[h * D + d] = ltk_load_f32(a->q, a->dtype, t * a->q_stride_t + h * D + d);
+        for (int64_t s = lo; s < hi; s++) {
+            double acc = 0.0;
+            for (int h = 0; h < H; h++) {
+                double dot = 0.0;
+                for (int d = 0; d < D; d++) dot += q[h * D + d] * (double)ltk_load_f32(a->kv, a->dtype, s * a->kv_stride_s + d);
+                acc += (double)a->weights[t * a->w_stride_t + h] * (dot > 0.0 ? dot : (isnan(dot) ? dot : 0.0));
+            }
+            row[s - lo].score = acc * (a->kv_scale ? (double)a->kv_scale[s] : 1.0);
+            row[s - lo].idx = s;
+        }
+        emit_row(row, hi - lo, k, base, oi, NULL, os, 0);
+    }
+    if (e->stats) {
+        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
+        e->stats->rows = T;
+    }
+    ltk_status st = LTK_OK;
+    if (a->state) st = ltk_state_vote_host(a->state, a->out_idx, T, k, a->out_stride, a->ks, (a->flags & LTK_FLAG_ABSOLUTE) != 0);
+    free(q);
+    free(row);
+    return st;
+}
+
+/* ---- kNN ---------------------------------------------------------------------------------- */
+static ltk_status ref_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+    (void)ws;
+    (void)wsb;
+    int64_t B = a->B, N = a->N;
+    int D = a->D;
+    scored *row = malloc(sizeof(scored) * (size_t)(N > 0 ? N : 1));
+    double *q = malloc(sizeof(double) * (size_t)D);
+    double *xn = malloc(sizeof(double) * (size_t)(N > 0 ? N : 1));
+    if (!row || !q || !xn) {
+        free(row);
+        free(q);
+        free(xn);
+        return ltk_error(LTK_ENOMEM, "ref knn: allocation failed");
+    }
+    for (int64_t i = 0; i < N; i++) {
+        double s = 0.0;
+        for (int d = 0; d < D; d++) {
+            double x = ltk_load_f32(a->base, a->dtype, i * a->base_stride + d);
+            s += x * x;
+        }
+        xn[i] = s;
+    }
+    for (int64_t b = 0; b < B; b++) {
+        double qn = 0.0;
+        for (int d = 0; d < D; d++) {
+            q[d] = ltk_load_f32(a->queries, a->dtype, b * a->q_stride + d);
+            qn += q[d] * q[d];
+        }
+        for (int64_t i = 0; i < N; i++) {
+            double dot = 0.0;
+            for (int d = 0; d < D; d++) dot += q[d] * (double)ltk_load_f32(a->base, a->dtype, i * a->base_stride + d);
+            double s;
+            if (a->metric == LTK_METRIC_IP) s = dot;
+            else if (a->metric == LTK_METRIC_L2) s = -(qn + xn[i] - 2.0 * dot); /* ranked as -distance */
+            else s = (qn > 0.0 && xn[i] > 0.0) ? dot / (sqrt(qn) * sqrt(xn[i])) : 0.0;
+            row[i].score = s;
+            row[i].idx = i;
+        }
+        emit_row(row, N, a->k, 0, NULL, a->out_idx + b * a->out_stride,
+                 a->out_scores ? a->out_scores + b * a->out_stride : NULL, a->metric == LTK_METRIC_L2);
+    }
+    if (e->stats) {
+        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
+        e->stats->rows = B;
+    }
+    free(row);
+    free(q);
+    free(xn);
+    return LTK_OK;
+}
+
+/* ---- select ------------------------------------------------------------------------------- */
+static ltk_status ref_select(const ltk_select_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+    (void)ws;
+    (void)wsb;
+    scored *row = malloc(sizeof(scored) * (size_t)(a->cols > 0 ? a->cols : 1));
+    if (!row) return ltk_error(LTK_ENOMEM, "ref select: allocation failed");
+    for (int64_t r = 0; r < a->rows; r++) {
+        int64_t lo = a->starts ? a->starts[r] : 0, hi = a->ends ? a->ends[r] : a->cols;
+        int64_t base = (a->flags & LTK_FLAG_ABSOLUTE) ? 0 : lo;
+        for (int64_t c = lo; c < hi; c++) {
+            /* Rank on the float value itself (the input), so ties are exact ties. */
+            row[c - lo].score = (double)ltk_load_f32(a->scores, a->dtype, r * a->row_stride + c);
+            row[c - lo].idx = c;
+        }
+        emit_row(row, hi - lo, a->k, base, a->out_idx + r * a->out_stride, NULL,
+                 a->out_scores ? a->out_scores + r * a->out_stride : NULL, 0);
+    }
+    if (e->stats) {
+        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
+        e->stats->rows = a->rows;
+    }
+    free(row);
+    return LTK_OK;
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+static ltk_status host_alloc(size_t bytes, void **p) {
+    *p = ltk_aligned_alloc(bytes);
+    return *p ? LTK_OK : ltk_error(LTK_ENOMEM, "host allocation of %zu bytes failed", bytes);
+}
+static void host_free(void *p) { ltk_aligned_free(p); }
+static ltk_status host_copy(void *dst, const void *src, size_t bytes) {
+    memcpy(dst, src, bytes);
+    return LTK_OK;
+}
+
+const ltk_backend_i ltk_backend_ref = {
+    /* .name              = */ "ref",
+    /* .available         = */ ref_available,
+    /* .info              = */ NULL,
+    /* .indexer_workspace = */ ref_indexer_ws,
+    /* .indexer           = */ ref_indexer,
+    /* .knn_workspace     = */ ref_knn_ws,
+    /* .knn               = */ ref_knn,
+    /* .select_workspace  = */ ref_select_ws,
+    /* .select            = */ ref_select,
+    /* .mem_alloc         = */ host_alloc,
+    /* .mem_free          = */ host_free,
+    /* .mem_to_host       = */ host_copy,
+    /* .mem_from_host     = */ host_copy,
+};
