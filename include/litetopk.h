@@ -210,6 +210,50 @@ LTK_API ltk_status ltk_indexer_state_get(const ltk_indexer_state *state, int32_t
 LTK_API ltk_status ltk_indexer_state_set(ltk_indexer_state *state, const int32_t *idx, int32_t count);
 
 /* ---------------------------------------------------------------------------------------------
+ * Whole-sequence prefill driver (StreamIndex-style, fused): runs the indexer over all L query
+ * tokens of one sequence in chunks of `chunk` rows, carrying the hot set from chunk to chunk.
+ *   q        [L, H, D]  the indexer queries of every token (strides as in ltk_indexer_args)
+ *   kv       [L / m, D] the (CSA-compressed) indexer keys, kv_scale [L / m], weights [L, H]
+ *   token t sees compressed keys j < (t + 1) / m   (m = 1: plain causal DSA, j <= t)
+ * Indices are absolute key positions (0-based), -1 padded. Output goes to out_idx/out_scores
+ * ([L, k], row stride out_stride) when given; the callback, when given, is called after each chunk
+ * with that chunk's rows (pointers into the outputs, or into the workspace when the outputs are
+ * NULL: valid only during the callback; device pointers on the CUDA backend, after the chunk's
+ * work has been enqueued on exec->stream). A non-zero return from the callback stops the run
+ * with LTK_EINVAL ("stopped by callback"). The workspace is bounded independently of L: it holds
+ * one chunk's indexer workspace, its ranges, one chunk of outputs when out_idx is NULL, and the
+ * hot set.
+ * ------------------------------------------------------------------------------------------- */
+typedef int (*ltk_prefill_callback)(int64_t first_row, int64_t rows, const int32_t *idx, const float *scores,
+                                    int64_t stride, void *user);
+
+typedef struct ltk_prefill_args {
+    int64_t L;                 /* query tokens */
+    int32_t m;                 /* compression ratio, >= 1 */
+    int32_t H, D, k;
+    ltk_dtype dtype;
+    const void *q;
+    int64_t q_stride_t;        /* 0 means H*D */
+    const void *kv;
+    int64_t kv_stride_s;       /* 0 means D */
+    const float *kv_scale;     /* [L/m] or NULL */
+    const float *weights;
+    int64_t w_stride_t;        /* 0 means H */
+    int64_t chunk;             /* query rows per chunk; 0 means 8192 */
+    int32_t sample_size;       /* hot-set size k'; 0 means 3*k */
+    int32_t *out_idx;          /* [L, k] or NULL */
+    float *out_scores;         /* [L, k] or NULL */
+    int64_t out_stride;        /* 0 means k */
+    uint32_t flags;            /* LTK_FLAG_UNSORTED allowed */
+    ltk_prefill_callback callback;
+    void *user;
+    int progress;              /* non-zero: one progress line per chunk on stderr */
+} ltk_prefill_args;
+
+LTK_API ltk_status ltk_prefill_workspace_size(const ltk_prefill_args *args, const ltk_exec *exec, size_t *bytes);
+LTK_API ltk_status ltk_prefill_run(const ltk_prefill_args *args, const ltk_exec *exec);
+
+/* ---------------------------------------------------------------------------------------------
  * kNN top-k (brute force)
  *   queries [B, D], base [N, D] (dtype F32, F16 or BF16; strides in elements, 0 = D)
  *   out_idx [B, k] int64 (-1 padding), out_scores [B, k] fp32 or NULL (padding: -inf, or +inf for L2)

@@ -99,6 +99,8 @@ static ltk_status pick_backend(const ltk_exec *e, const ltk_backend_i **out) {
     return LTK_OK;
 }
 
+ltk_status ltk_backend_lookup(const ltk_exec *e, const ltk_backend_i **out) { return pick_backend(e, out); }
+
 static int is_host_backend(const ltk_backend_i *bi) { return bi == &ltk_backend_ref || bi == &ltk_backend_cpu; }
 
 /* Runs `run` with the caller's workspace, or with one allocated here (convenience path). */

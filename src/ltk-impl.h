@@ -60,7 +60,13 @@ typedef struct ltk_backend_i {
     /* Copies between host and the backend's memory space (for state get/set). */
     ltk_status (*mem_to_host)(void *dst, const void *src, size_t bytes);
     ltk_status (*mem_from_host)(void *dst, const void *src, size_t bytes);
+    /* Optional (NULL on host backends): waits for the work enqueued on `stream`. The prefill
+     * driver calls it before reusing a buffer that enqueued work may still read. */
+    ltk_status (*stream_sync)(void *stream);
 } ltk_backend_i;
+
+/* The backend an exec resolves to (checks availability and the exec fields). */
+ltk_status ltk_backend_lookup(const ltk_exec *e, const ltk_backend_i **out);
 
 extern const ltk_backend_i ltk_backend_ref;
 extern const ltk_backend_i ltk_backend_cpu;

@@ -1,0 +1,173 @@
+/* Whole-sequence prefill driver: the indexer over all L tokens of one sequence, chunk by chunk,
+ * with the hot set carried between chunks and a workspace bounded independently of L.
+ * Backend-agnostic: it only builds per-chunk arguments and calls ltk_indexer_topk. */
+#include "ltk-impl.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    size_t indexer, ranges, out_idx, out_scores, state, total;
+} prefill_layout;
+
+static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
+
+static ltk_status prefill_check(const ltk_prefill_args *a) {
+    LTK_RETURN_IF(a == NULL, LTK_EINVAL, "args is NULL");
+    LTK_RETURN_IF(a->L < 0 || a->L > INT32_MAX, LTK_EINVAL, "L=%lld out of [0, 2^31-1]", (long long)a->L);
+    LTK_RETURN_IF(a->m < 1, LTK_EINVAL, "compression ratio m=%d < 1", a->m);
+    LTK_RETURN_IF(a->chunk < 0, LTK_EINVAL, "chunk=%lld < 0", (long long)a->chunk);
+    LTK_RETURN_IF(a->k < 1 || a->k > 8192, LTK_EINVAL, "k=%d out of [1, 8192]", a->k);
+    LTK_RETURN_IF(a->sample_size < 0 || a->sample_size > (1 << 20), LTK_EINVAL, "sample_size=%d out of [0, 2^20]",
+                  a->sample_size);
+    LTK_RETURN_IF(a->flags & ~LTK_FLAG_UNSORTED, LTK_EINVAL, "prefill flags 0x%x: only LTK_FLAG_UNSORTED is allowed",
+                  a->flags);
+    LTK_RETURN_IF(a->out_scores && !a->out_idx, LTK_EINVAL, "out_scores needs out_idx");
+    LTK_RETURN_IF(!a->out_idx && !a->callback && a->L > 0, LTK_EINVAL,
+                  "neither out_idx nor a callback: the results would be lost");
+    return LTK_OK;
+}
+
+/* The indexer arguments of the largest chunk (used for the workspace query). */
+static ltk_indexer_args chunk_args(const ltk_prefill_args *a, int64_t t0, int64_t rows) {
+    ltk_indexer_args c;
+    memset(&c, 0, sizeof c);
+    int64_t qs = a->q_stride_t ? a->q_stride_t : (int64_t)a->H * a->D;
+    int64_t ws = a->w_stride_t ? a->w_stride_t : a->H;
+    size_t el = ltk_dtype_size(a->dtype);
+    c.T = rows;
+    c.S = a->L / a->m;
+    c.H = a->H;
+    c.D = a->D;
+    c.k = a->k;
+    c.dtype = a->dtype;
+    c.q = a->q ? (const char *)a->q + (size_t)(t0 * qs) * el : NULL;
+    c.q_stride_t = qs;
+    c.kv = a->kv;
+    c.kv_stride_s = a->kv_stride_s;
+    c.kv_scale = a->kv_scale;
+    c.weights = a->weights ? a->weights + t0 * ws : NULL;
+    c.w_stride_t = ws;
+    c.flags = (a->flags & LTK_FLAG_UNSORTED) | LTK_FLAG_ABSOLUTE;
+    return c;
+}
+
+static ltk_status prefill_layout_of(const ltk_prefill_args *a, const ltk_exec *e, prefill_layout *lay) {
+    int64_t C = a->chunk ? a->chunk : 8192;
+    if (C > a->L) C = a->L > 0 ? a->L : 1;
+    int32_t kp = a->sample_size ? a->sample_size : 3 * a->k;
+    ltk_indexer_args c = chunk_args(a, 0, C);
+    /* Dummy non-NULL pointers so the size query validates shapes without touching memory. */
+    static int32_t dummy_i;
+    static float dummy_f;
+    if (!c.q) c.q = &dummy_i;
+    if (!c.kv) c.kv = &dummy_i;
+    if (!c.weights) c.weights = &dummy_f;
+    c.out_idx = &dummy_i;
+    ltk_exec ex = *e;
+    ex.workspace = NULL;
+    ex.workspace_bytes = 0;
+    memset(lay, 0, sizeof *lay);
+    LTK_FORWARD_IF(ltk_indexer_workspace_size(&c, &ex, &lay->indexer));
+    lay->indexer = align_up(lay->indexer);
+    lay->ranges = align_up(sizeof(int32_t) * 2 * (size_t)C);
+    lay->out_idx = a->out_idx ? 0 : align_up(sizeof(int32_t) * (size_t)C * (size_t)a->k);
+    lay->out_scores = 0;
+    lay->state = align_up(sizeof(int32_t) * ((size_t)kp + 1));
+    lay->total = lay->indexer + lay->ranges + lay->out_idx + lay->out_scores + lay->state;
+    return LTK_OK;
+}
+
+ltk_status ltk_prefill_workspace_size(const ltk_prefill_args *a, const ltk_exec *e, size_t *bytes) {
+    ltk_clear_error();
+    static const ltk_exec def;
+    LTK_RETURN_IF(bytes == NULL, LTK_EINVAL, "bytes is NULL");
+    LTK_FORWARD_IF(prefill_check(a));
+    prefill_layout lay;
+    LTK_FORWARD_IF(prefill_layout_of(a, e ? e : &def, &lay));
+    *bytes = lay.total;
+    return LTK_OK;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+ltk_status ltk_prefill_run(const ltk_prefill_args *a, const ltk_exec *e_in) {
+    ltk_clear_error();
+    static const ltk_exec def;
+    const ltk_exec *e = e_in ? e_in : &def;
+    LTK_FORWARD_IF(prefill_check(a));
+    const ltk_backend_i *bi = NULL;
+    LTK_FORWARD_IF(ltk_backend_lookup(e, &bi));
+    prefill_layout lay;
+    LTK_FORWARD_IF(prefill_layout_of(a, e, &lay));
+    if (a->L == 0) return LTK_OK;
+
+    char *ws = e->workspace;
+    void *owned = NULL;
+    if (ws) {
+        LTK_RETURN_IF(e->workspace_bytes < lay.total, LTK_EWORKSPACE,
+                      "workspace of %zu bytes is smaller than the %zu bytes required", e->workspace_bytes, lay.total);
+    } else {
+        LTK_FORWARD_IF(bi->mem_alloc(lay.total, &owned));
+        ws = owned;
+    }
+    int64_t C = a->chunk ? a->chunk : 8192;
+    int32_t kp = a->sample_size ? a->sample_size : 3 * a->k;
+    int64_t ostride = a->out_stride ? a->out_stride : a->k;
+    char *p = ws + lay.indexer;
+    int32_t *ranges_dev = (int32_t *)p;
+    p += lay.ranges;
+    int32_t *chunk_out = lay.out_idx ? (int32_t *)p : NULL;
+    p += lay.out_idx + lay.out_scores;
+    struct ltk_indexer_state state = {ltk_backend_resolve(e->backend), kp, (int32_t *)p};
+
+    int32_t *ranges_host = ltk_aligned_alloc(sizeof(int32_t) * 2 * (size_t)C);
+    ltk_status st = ranges_host ? LTK_OK : ltk_error(LTK_ENOMEM, "prefill: range staging allocation failed");
+    int32_t zero = 0;
+    if (st == LTK_OK) st = bi->mem_from_host(state.keys, &zero, sizeof zero); /* cold start */
+    int64_t nchunks = (a->L + C - 1) / C;
+    double t_start = now_s();
+    for (int64_t ci = 0; ci < nchunks && st == LTK_OK; ci++) {
+        int64_t t0 = ci * C, rows = (t0 + C <= a->L) ? C : a->L - t0;
+        /* Causal (compressed) visibility: token t sees keys j < (t + 1) / m. */
+        for (int64_t r = 0; r < rows; r++) {
+            ranges_host[r] = 0;
+            ranges_host[C + r] = (int32_t)((t0 + r + 1) / a->m);
+        }
+        if (bi->stream_sync && ci > 0) st = bi->stream_sync(e->stream); /* previous chunk still reads the ranges */
+        if (st != LTK_OK) break;
+        st = bi->mem_from_host(ranges_dev, ranges_host, sizeof(int32_t) * (size_t)C * 2);
+        if (st != LTK_OK) break;
+        ltk_indexer_args c = chunk_args(a, t0, rows);
+        c.ks = ranges_dev;
+        c.ke = ranges_dev + C;
+        c.state = &state;
+        if (a->out_idx) {
+            c.out_idx = a->out_idx + t0 * ostride;
+            c.out_scores = a->out_scores ? a->out_scores + t0 * ostride : NULL;
+            c.out_stride = ostride;
+        } else {
+            c.out_idx = chunk_out;
+            c.out_stride = a->k;
+        }
+        ltk_exec ex = *e;
+        ex.workspace = ws;
+        ex.workspace_bytes = lay.indexer;
+        ex.stats = NULL;
+        st = ltk_indexer_topk(&c, &ex);
+        if (st != LTK_OK) break;
+        if (a->callback && a->callback(t0, rows, c.out_idx, c.out_scores, c.out_stride, a->user) != 0)
+            st = ltk_error(LTK_EINVAL, "prefill stopped by the callback at chunk %lld", (long long)ci);
+        if (a->progress)
+            fprintf(stderr, "prefill: chunk %lld/%lld, tokens %lld..%lld, %.1f s\n", (long long)(ci + 1),
+                    (long long)nchunks, (long long)t0, (long long)(t0 + rows - 1), now_s() - t_start);
+    }
+    ltk_aligned_free(ranges_host);
+    if (owned) bi->mem_free(owned);
+    return st;
+}
