@@ -204,4 +204,5 @@ const ltk_backend_i ltk_backend_ref = {
     /* .mem_free          = */ host_free,
     /* .mem_to_host       = */ host_copy,
     /* .mem_from_host     = */ host_copy,
+    /* .stream_sync       = */ NULL,
 };
