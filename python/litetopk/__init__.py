@@ -1,0 +1,20 @@
+"""litetopk: exact fused score + top-k (DSA/CSA lightning indexer, kNN, select) for numpy and torch.
+
+A thin ctypes binding over ``liblitetopk.so``. All operations share one order: score descending,
+equal scores by the lower index, ``-0.0 == +0.0``, NaN last; rows short of k valid entries are
+padded with index -1 and score -inf. See ``include/litetopk.h`` for the C contract.
+"""
+from ._ffi import (BackendUnavailableError, CudaError, FileError, InternalError, InvalidArgumentError,
+                   LiteTopKError, OutOfMemoryError, UnsupportedError, WorkspaceTooSmallError, candidate_paths,
+                   library_path)
+from ._ops import (IndexerState, Stats, backend_available, backends, fp8_mqa_topk, indexer_topk, info, knn_topk,
+                   select_topk, workspace_size)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "indexer_topk", "fp8_mqa_topk", "knn_topk", "select_topk", "IndexerState", "Stats", "workspace_size",
+    "info", "backends", "backend_available", "library_path", "candidate_paths",
+    "LiteTopKError", "InvalidArgumentError", "UnsupportedError", "BackendUnavailableError", "OutOfMemoryError",
+    "WorkspaceTooSmallError", "CudaError", "InternalError", "FileError",
+]

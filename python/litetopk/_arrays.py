@@ -1,0 +1,210 @@
+"""Uniform view of numpy arrays and torch tensors for the C calls: pointer, shape, strides in
+elements, dtype code, device. No data is ever copied or converted here."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from . import _ffi
+
+# dtype names (numpy .name / torch str without the "torch." prefix) -> ltk_dtype
+_FLOAT_CODES = {
+    "float32": _ffi.DTYPE_F32,
+    "float16": _ffi.DTYPE_F16,
+    "bfloat16": _ffi.DTYPE_BF16,
+    "float8_e4m3fn": _ffi.DTYPE_E4M3,
+}
+CODE_NAMES = {_ffi.DTYPE_F32: "float32", _ffi.DTYPE_F16: "float16", _ffi.DTYPE_BF16: "bfloat16",
+              _ffi.DTYPE_E4M3: "float8_e4m3fn"}
+# explicit dtype= spellings accepted from the caller
+DTYPE_ALIASES = {
+    "f32": _ffi.DTYPE_F32, "float32": _ffi.DTYPE_F32, "fp32": _ffi.DTYPE_F32,
+    "f16": _ffi.DTYPE_F16, "float16": _ffi.DTYPE_F16, "fp16": _ffi.DTYPE_F16, "half": _ffi.DTYPE_F16,
+    "bf16": _ffi.DTYPE_BF16, "bfloat16": _ffi.DTYPE_BF16,
+    "e4m3": _ffi.DTYPE_E4M3, "fp8": _ffi.DTYPE_E4M3, "float8_e4m3fn": _ffi.DTYPE_E4M3,
+}
+_RAW_SIZE = {_ffi.DTYPE_F32: 4, _ffi.DTYPE_F16: 2, _ffi.DTYPE_BF16: 2, _ffi.DTYPE_E4M3: 1}
+
+
+def _torch():
+    return sys.modules.get("torch")  # never imported by us: a tensor can only come from a loaded torch
+
+
+def is_tensor(x) -> bool:
+    t = _torch()
+    return t is not None and isinstance(x, t.Tensor)
+
+
+class Arr:
+    """One array argument. `strides` are in elements; `device` is ("cpu", None) or ("cuda", index)."""
+
+    __slots__ = ("obj", "name", "is_torch", "shape", "strides", "dname", "itemsize", "ptr", "device",
+                 "writeable")
+
+    def __init__(self, x, name: str):
+        self.obj = x
+        self.name = name
+        if isinstance(x, np.ndarray):
+            self.is_torch = False
+            if not x.dtype.isnative:
+                raise TypeError(f"{name}: non-native byte order {x.dtype} is not supported")
+            self.shape = tuple(int(s) for s in x.shape)
+            self.itemsize = x.dtype.itemsize
+            if any(s % self.itemsize for s in x.strides):
+                raise ValueError(f"{name}: strides {x.strides} (bytes) are not multiples of the element size")
+            self.strides = tuple(int(s) // self.itemsize for s in x.strides)
+            self.dname = x.dtype.name
+            self.ptr = int(x.__array_interface__["data"][0])
+            self.device = ("cpu", None)
+            self.writeable = bool(x.flags.writeable)
+            if not x.flags.aligned:
+                raise ValueError(f"{name}: array data is not aligned to its element size")
+        elif is_tensor(x):
+            self.is_torch = True
+            if x.is_sparse or getattr(x, "is_quantized", False) or x.is_complex():
+                raise TypeError(f"{name}: only dense real tensors are supported")
+            self.shape = tuple(int(s) for s in x.shape)
+            self.strides = tuple(int(s) for s in x.stride())
+            self.dname = str(x.dtype).replace("torch.", "")
+            self.itemsize = x.element_size()
+            self.ptr = int(x.data_ptr())
+            dev = x.device
+            if dev.type == "cpu":
+                self.device = ("cpu", None)
+            elif dev.type == "cuda":
+                self.device = ("cuda", dev.index if dev.index is not None else _torch().cuda.current_device())
+            else:
+                raise ValueError(f"{name}: tensors on device '{dev}' are not supported (cpu or cuda)")
+            self.writeable = True
+            if self.ptr % self.itemsize:
+                raise ValueError(f"{name}: tensor data is not aligned to its element size")
+        else:
+            raise TypeError(f"{name}: expected a numpy.ndarray or torch.Tensor, got {type(x).__name__}")
+        if any(s < 0 for s in self.strides):
+            raise ValueError(f"{name}: negative strides {self.strides} are not supported")
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def is_cuda(self):
+        return self.device[0] == "cuda"
+
+    def stride(self, dim: int) -> int:
+        """Stride of `dim`, or 0 ("use the default") when the dim has size <= 1 and so is never
+        stepped over: frameworks give such dims arbitrary strides."""
+        return self.strides[dim] if self.shape[dim] > 1 else 0
+
+    def host_numpy(self) -> np.ndarray:
+        """A numpy view of host data (no copy), for range checks."""
+        if self.is_torch:
+            return self.obj.detach().numpy()
+        return self.obj
+
+
+def wrap(x, name: str, *, ndim=None, optional=False):
+    if x is None:
+        if optional:
+            return None
+        raise TypeError(f"{name} is required")
+    a = Arr(x, name)
+    if ndim is not None and a.ndim not in (ndim if isinstance(ndim, tuple) else (ndim,)):
+        raise ValueError(f"{name}: expected {ndim}-D, got shape {a.shape}")
+    return a
+
+
+def wrap_index_vector(x, name: str, length: int, on_host: bool):
+    """int32 [length] row bounds. Plain Python sequences are accepted for host calls."""
+    if x is None:
+        return None
+    if not isinstance(x, np.ndarray) and not is_tensor(x):
+        if not on_host:
+            raise TypeError(f"{name}: expected an int32 CUDA tensor, got {type(x).__name__}")
+        try:
+            x = np.asarray(x, dtype=np.int32)
+        except (OverflowError, ValueError, TypeError) as e:
+            raise ValueError(f"{name}: cannot convert to int32: {e}") from None
+    a = wrap(x, name, ndim=1)
+    if a.dname != "int32":
+        raise TypeError(f"{name}: expected int32, got {a.dname}")
+    if a.shape[0] != length:
+        raise ValueError(f"{name}: expected shape ({length},), got {a.shape}")
+    if a.stride(0) not in (0, 1):
+        raise ValueError(f"{name}: must be contiguous (stride {a.strides[0]})")
+    return a
+
+
+def float_code(a: Arr, explicit, allowed, what: str) -> int:
+    """ltk_dtype of `a`; raw uint8/uint16/int16 storage needs `explicit` (e.g. "e4m3", "bf16")."""
+    exp = None
+    if explicit is not None:
+        key = explicit if isinstance(explicit, str) else str(explicit).replace("torch.", "")
+        if hasattr(explicit, "name") and not isinstance(explicit, str):  # numpy dtype / type
+            key = np.dtype(explicit).name
+        exp = DTYPE_ALIASES.get(key.lower())
+        if exp is None:
+            raise TypeError(f"dtype={explicit!r}: expected one of {sorted(set(DTYPE_ALIASES))}")
+    code = _FLOAT_CODES.get(a.dname)
+    if code is None:
+        if exp is not None and a.dname in ("uint8", "int8", "uint16", "int16", "int32", "uint32") \
+                and a.itemsize == _RAW_SIZE[exp]:
+            code = exp  # raw bit patterns with an explicit element type
+        else:
+            hint = " (raw storage needs an explicit dtype=, e.g. dtype='e4m3' for uint8)" \
+                if a.dname in ("uint8", "uint16", "int16") else ""
+            raise TypeError(f"{a.name}: dtype {a.dname} is not supported for {what}{hint}")
+    elif exp is not None and exp != code:
+        raise TypeError(f"{a.name}: dtype {a.dname} contradicts dtype={explicit!r}")
+    if code not in allowed:
+        raise TypeError(f"{a.name}: {CODE_NAMES[code]} is not supported for {what}; expected one of "
+                        f"{[CODE_NAMES[c] for c in allowed]}")
+    return code
+
+
+def require_dtype(a: Arr, dname: str):
+    if a is not None and a.dname != dname:
+        raise TypeError(f"{a.name}: expected {dname}, got {a.dname}")
+
+
+def same_device(arrs):
+    dev = None
+    first = None
+    for a in arrs:
+        if a is None:
+            continue
+        if dev is None:
+            dev, first = a.device, a
+        elif a.device != dev:
+            raise ValueError(f"{a.name} is on {_devstr(a.device)} but {first.name} is on {_devstr(dev)}")
+    return dev
+
+
+def _devstr(d):
+    return "cpu" if d[0] == "cpu" else f"cuda:{d[1]}"
+
+
+def empty(like: Arr, shape, dname: str, device):
+    """An output allocated the way `like` is (numpy, or torch on `device`)."""
+    if like.is_torch:
+        t = _torch()
+        dev = "cpu" if device[0] == "cpu" else t.device("cuda", device[1])
+        return t.empty(shape, dtype=getattr(t, dname), device=dev)
+    return np.empty(shape, dtype=dname)
+
+
+def check_out(x, name: str, shape, dname: str, device, *, inner_contig=True):
+    a = wrap(x, name, ndim=len(shape))
+    if a.shape != tuple(shape):
+        raise ValueError(f"{name}: expected shape {tuple(shape)}, got {a.shape}")
+    require_dtype(a, dname)
+    if a.device != device:
+        raise ValueError(f"{name}: is on {_devstr(a.device)}, inputs are on {_devstr(device)}")
+    if not a.writeable:
+        raise ValueError(f"{name}: output array is read-only")
+    if inner_contig and len(shape) == 2 and a.stride(1) not in (0, 1):
+        raise ValueError(f"{name}: the last dimension must be contiguous (stride {a.strides[1]})")
+    if len(shape) == 2 and shape[0] > 1 and a.strides[0] < shape[1]:
+        raise ValueError(f"{name}: row stride {a.strides[0]} < k={shape[1]}")
+    return a

@@ -1,0 +1,896 @@
+"""The operations: argument checks in Python, then one call into the C library."""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import operator
+import os
+
+import numpy as np
+
+from . import _ffi
+from ._arrays import (Arr, check_out, empty, float_code, require_dtype, same_device, wrap,
+                      wrap_index_vector, _torch)
+
+_INDEXER_DTYPES = (_ffi.DTYPE_E4M3, _ffi.DTYPE_BF16, _ffi.DTYPE_F32)
+_SCORE_DTYPES = (_ffi.DTYPE_F32, _ffi.DTYPE_F16, _ffi.DTYPE_BF16)
+_MAX_K = {"indexer": 8192, "knn": 16384, "select": 65536}
+
+
+# ---- statistics ------------------------------------------------------------------------------------
+class Stats:
+    """Counters of one call (``ltk_stats``), filled in place when passed as ``stats=``.
+
+    Parameters
+    ----------
+    per_row : bool, default False
+        Also record ``row_candidates`` and ``row_bin_entries`` (int32 numpy arrays, one entry per
+        row of the call). Backends that do not track them leave zeros.
+
+    Notes
+    -----
+    On the CUDA backend asking for statistics makes the call synchronise with the host (the
+    counters are copied back), so do not pass ``stats`` inside a CUDA graph capture.
+
+    Attributes
+    ----------
+    rows, short_rows, candidates, candidates_max, bin_entries, bin_entries_max, compactions,
+    fallback_rows : int
+        See ``ltk_stats`` in ``litetopk.h``.
+    row_candidates, row_bin_entries : numpy.ndarray of int32 or None
+    """
+
+    FIELDS = ("rows", "short_rows", "candidates", "candidates_max", "bin_entries", "bin_entries_max",
+              "compactions", "fallback_rows")
+
+    def __init__(self, per_row: bool = False):
+        self.per_row = bool(per_row)
+        for f in self.FIELDS:
+            setattr(self, f, 0)
+        self.row_candidates = None
+        self.row_bin_entries = None
+
+    def _prepare(self, rows: int):
+        c = _ffi.ltk_stats()
+        if self.per_row:
+            self.row_candidates = np.zeros(rows, np.int32)
+            self.row_bin_entries = np.zeros(rows, np.int32)
+            c.row_candidates = self.row_candidates.ctypes.data
+            c.row_bin_entries = self.row_bin_entries.ctypes.data
+        return c
+
+    def _fill(self, c):
+        for f in self.FIELDS:
+            setattr(self, f, int(getattr(c, f)))
+
+    def as_dict(self):
+        d = {f: getattr(self, f) for f in self.FIELDS}
+        if self.per_row:
+            d["row_candidates"] = self.row_candidates
+            d["row_bin_entries"] = self.row_bin_entries
+        return d
+
+    def __repr__(self):
+        return "Stats(" + ", ".join(f"{f}={getattr(self, f)}" for f in self.FIELDS) + ")"
+
+
+# ---- execution context ---------------------------------------------------------------------------
+def _backend_code(backend) -> int:
+    if not isinstance(backend, str) or backend not in _ffi.BACKENDS:
+        raise ValueError(f"backend={backend!r}: expected one of {list(_ffi.BACKENDS)}")
+    return _ffi.BACKENDS[backend]
+
+
+def _resolve_backend(backend, device, state=None) -> int:
+    """Python's 'auto' follows the data: CUDA tensors -> cuda, host arrays -> cpu (or the host
+    backend of the state, or env LTK_BACKEND=ref). The C 'auto' would pick CUDA whenever a GPU is
+    present, which would hand host pointers to GPU kernels."""
+    b = _backend_code(backend)
+    on_cuda = device is not None and device[0] == "cuda"
+    if on_cuda:
+        if b == _ffi.BACKEND_AUTO:
+            return _ffi.BACKEND_CUDA
+        if b != _ffi.BACKEND_CUDA:
+            raise ValueError(f"backend={backend!r} cannot run on CUDA tensors; use backend='cuda' or 'auto'")
+        return b
+    if b == _ffi.BACKEND_CUDA:
+        raise ValueError("backend='cuda' needs CUDA tensors; these inputs are in host memory")
+    if b == _ffi.BACKEND_AUTO:
+        if state is not None and state._backend in (_ffi.BACKEND_REF, _ffi.BACKEND_CPU):
+            return state._backend
+        return _ffi.BACKEND_REF if os.environ.get("LTK_BACKEND") == "ref" else _ffi.BACKEND_CPU
+    return b
+
+
+class _Ctx:
+    def __init__(self, device, backend, algo, num_threads, stream, like: Arr, state=None):
+        self.device = device if device is not None else ("cpu", None)
+        self.is_cuda = self.device[0] == "cuda"
+        self.backend = _resolve_backend(backend, self.device, state)
+        if not isinstance(algo, str) or algo not in _ffi.ALGOS:
+            raise ValueError(f"algo={algo!r}: expected one of {list(_ffi.ALGOS)}")
+        self.algo = _ffi.ALGOS[algo]
+        self.num_threads = operator.index(num_threads)
+        if self.num_threads < 0:
+            raise ValueError(f"num_threads={num_threads} < 0")
+        self.like = like
+        self.stream = 0
+        if self.is_cuda:
+            t = _torch()
+            if stream is None:
+                # the caller's current stream: work is ordered with the surrounding torch ops
+                self.stream = t.cuda.current_stream(self.device[1]).cuda_stream
+            elif hasattr(stream, "cuda_stream"):
+                self.stream = int(stream.cuda_stream)
+            else:
+                self.stream = operator.index(stream)
+        if state is not None:
+            state._check_open()
+            if state._backend != self.backend:
+                raise ValueError(f"state belongs to backend '{_ffi.BACKEND_NAMES[state._backend]}', "
+                                 f"the call runs on '{_ffi.BACKEND_NAMES[self.backend]}'")
+
+    def guard(self):
+        if self.is_cuda:
+            return _torch().cuda.device(self.device[1])  # kernels go to the tensors' device
+        return contextlib.nullcontext()
+
+    def exec(self):
+        e = _ffi.ltk_exec()
+        e.backend = self.backend
+        e.algo = self.algo
+        e.stream = self.stream or None
+        e.num_threads = self.num_threads
+        return e
+
+    def alloc(self, shape, dname):
+        return empty(self.like, shape, dname, self.device)
+
+
+def _workspace_bytes(ctx, ws_fn, args):
+    n = ctypes.c_size_t(0)
+    e = ctx.exec()
+    with ctx.guard():
+        _ffi.check(ws_fn(ctypes.byref(args), ctypes.byref(e), ctypes.byref(n)), "workspace size query")
+    return int(n.value)
+
+
+def _run(name, ctx, run_fn, ws_fn, args, rows, workspace, stats):
+    L = _ffi.lib()
+    e = ctx.exec()
+    keep = None
+    if workspace is not None:
+        w = wrap(workspace, "workspace")
+        if w.device != ctx.device:
+            raise ValueError(f"workspace is on {w.device}, inputs on {ctx.device}")
+        contig = w.obj.is_contiguous() if w.is_torch else w.obj.flags.c_contiguous
+        if not contig:
+            raise ValueError("workspace must be contiguous")
+        e.workspace = w.ptr or None
+        e.workspace_bytes = int(np.prod(w.shape, dtype=np.int64)) * w.itemsize if w.ptr else 0
+    elif ctx.is_cuda:
+        # Take the workspace from torch's caching allocator: the library's own path would
+        # cudaMalloc/cudaFree, which synchronises the device on every call.
+        need = _workspace_bytes(ctx, ws_fn, args)
+        if need:
+            keep = _torch().empty(need, dtype=_torch().uint8, device=_torch().device("cuda", ctx.device[1]))
+            e.workspace = keep.data_ptr()
+            e.workspace_bytes = need
+    c_stats = None
+    if stats is not None:
+        if not isinstance(stats, Stats):
+            raise TypeError("stats must be a litetopk.Stats instance")
+        c_stats = stats._prepare(rows)
+        e.stats = ctypes.pointer(c_stats)
+    with ctx.guard():
+        status = run_fn(ctypes.byref(args), ctypes.byref(e))
+    del keep  # returned to torch's allocator, stream-ordered: safe while the kernel still runs
+    _ffi.check(status, name)
+    if stats is not None:
+        stats._fill(c_stats)
+
+
+def _check_k(k, what):
+    if isinstance(k, bool):
+        raise TypeError(f"{what}: k must be an int, got bool")
+    try:
+        k = operator.index(k)
+    except TypeError:
+        raise TypeError(f"{what}: k must be an int, got {type(k).__name__}") from None
+    if k < 1 or k > _MAX_K[what]:
+        raise ValueError(f"{what}: k={k} out of [1, {_MAX_K[what]}]")
+    return k
+
+
+def _flags(sorted_, relative=True):
+    return (0 if sorted_ else _ffi.FLAG_UNSORTED) | (0 if relative else _ffi.FLAG_ABSOLUTE)
+
+
+def _check_ranges_host(lo: Arr, hi: Arr, length: int, what: str):
+    a, b = lo.host_numpy(), hi.host_numpy()
+    bad = (a < 0) | (b < a) | (b > length)
+    if bad.any():
+        r = int(np.argmax(bad))
+        raise ValueError(f"{what} row {r}: range [{int(a[r])}, {int(b[r])}) is not within [0, {length}]")
+
+
+def _inner_contig(a: Arr, dims):
+    for d in dims:
+        if a.stride(d) not in (0, 1):
+            raise ValueError(f"{a.name}: dimension {d} must be contiguous (stride {a.strides[d]}); "
+                             "pass a tensor whose last dimension has stride 1 (no copy is made here)")
+
+
+def _outputs2(out, names, shapes, dnames, ctx, rows, k):
+    """Validated (or freshly allocated) pair of outputs sharing one row stride; None entries skip."""
+    res = []
+    strides = set()
+    for o, name, shape, dn in zip(out, names, shapes, dnames):
+        if shape is None:
+            res.append(None)
+            continue
+        if o is None:
+            o = ctx.alloc(shape, dn)
+        a = check_out(o, name, shape, dn, ctx.device)
+        if rows > 1:
+            strides.add(a.strides[0])
+        res.append(a)
+    if len(strides) > 1:
+        raise ValueError(f"{' and '.join(names)} must have the same row stride, got {sorted(strides)}")
+    return res
+
+
+def _row_stride(*arrs):
+    for a in arrs:
+        if a is not None:
+            return a.stride(0)
+    return 0
+
+
+# ---- indexer ---------------------------------------------------------------------------------------
+def _indexer_prepare(q, kv, kv_scale, weights, ks, ke, topk, relative, sorted_, return_scores, state, out,
+                     backend, algo, dtype, num_threads, stream):
+    qa = wrap(q, "q", ndim=3)
+    kva = wrap(kv, "kv", ndim=2)
+    wa = wrap(weights, "weights", ndim=2)
+    sa = wrap(kv_scale, "kv_scale", ndim=(1, 2), optional=True)
+    topk = _check_k(topk, "indexer")
+    T, H, D = qa.shape
+    S = kva.shape[0]
+    qcode = float_code(qa, dtype, _INDEXER_DTYPES, "the indexer")
+    kcode = float_code(kva, dtype if dtype is not None else _raw_hint(kva, qcode), _INDEXER_DTYPES, "the indexer")
+    if kcode != qcode:
+        raise TypeError(f"q ({qa.dname}) and kv ({kva.dname}) must have the same element type")
+    require_dtype(wa, "float32")
+    if kva.shape[1] != D:
+        raise ValueError(f"kv: expected shape ({S}, {D}) to match q's D={D}, got {kva.shape}")
+    if wa.shape != (T, H):
+        raise ValueError(f"weights: expected shape ({T}, {H}), got {wa.shape}")
+    if sa is not None:
+        if sa.dname == "uint8" and sa.shape == (S, 4) and sa.stride(1) in (0, 1) and sa.stride(0) in (0, 4):
+            pass  # vLLM keeps the fp32 scales as uint8 [S, 4]: same bytes, read as fp32
+        else:
+            require_dtype(sa, "float32")
+            if sa.shape not in ((S,), (S, 1)):
+                raise ValueError(f"kv_scale: expected shape ({S},), got {sa.shape}")
+            if sa.stride(0) not in (0, 1):
+                raise ValueError(f"kv_scale: must be contiguous (stride {sa.strides[0]})")
+    _inner_contig(qa, (2,))
+    if qa.stride(1) not in (0, D):
+        raise ValueError(f"q: heads must be packed (stride(1) == D={D}, got {qa.strides[1]})")
+    _inner_contig(kva, (1,))
+    _inner_contig(wa, (1,))
+    if T > 1 and qa.strides[0] < H * D:
+        raise ValueError(f"q: stride(0)={qa.strides[0]} < H*D={H * D}")
+    if S > 1 and kva.strides[0] < D:
+        raise ValueError(f"kv: stride(0)={kva.strides[0]} < D={D}")
+    if T > 1 and wa.strides[0] < H:
+        raise ValueError(f"weights: stride(0)={wa.strides[0]} < H={H}")
+    device = same_device([qa, kva, wa, sa])
+    on_host = device[0] == "cpu"
+    ksa = wrap_index_vector(ks, "ks", T, on_host)
+    kea = wrap_index_vector(ke, "ke", T, on_host)
+    if (ksa is None) != (kea is None):
+        raise ValueError("ks and ke must both be given or both be None")
+    same_device([qa, ksa, kea])
+    if on_host and ksa is not None:
+        _check_ranges_host(ksa, kea, S, "ks/ke")
+    if state is not None and not isinstance(state, IndexerState):
+        raise TypeError("state must be a litetopk.IndexerState")
+    ctx = _Ctx(device, backend, algo, num_threads, stream, qa, state)
+
+    if out is None:
+        out = (None, None)
+    elif isinstance(out, (tuple, list)):
+        if len(out) != 2:
+            raise ValueError("out: expected (indices, scores)")
+    else:
+        out = (out, None)
+    if return_scores is False and out[1] is not None:
+        return_scores = True
+    ia, sca = _outputs2(out, ("out indices", "out scores"), ((T, topk), (T, topk) if return_scores else None),
+                        ("int32", "float32"), ctx, T, topk)
+
+    a = _ffi.ltk_indexer_args()
+    a.T, a.S, a.H, a.D, a.k = T, S, H, D, topk
+    a.dtype = qcode
+    a.q, a.q_stride_t = qa.ptr or None, qa.stride(0)
+    a.kv, a.kv_stride_s = kva.ptr or None, kva.stride(0)
+    a.kv_scale = sa.ptr if sa is not None and sa.ptr else None
+    a.weights, a.w_stride_t = wa.ptr or None, wa.stride(0)
+    a.ks = ksa.ptr if ksa is not None else None
+    a.ke = kea.ptr if kea is not None else None
+    a.out_idx = ia.ptr or None
+    a.out_scores = sca.ptr if sca is not None else None
+    a.out_stride = _row_stride(ia, sca)
+    a.flags = _flags(sorted_, relative)
+    a.state = state._handle.value if state is not None else None
+    keep = (ksa, kea)  # numpy conversions of Python lists must outlive the call
+    return a, ctx, ia, sca, keep
+
+
+def _raw_hint(kva: Arr, qcode: int):
+    # kv given as raw storage while q carries a real dtype: read it with q's element type
+    return qcode if kva.dname in ("uint8", "uint16", "int8", "int16") else None
+
+
+def indexer_topk(q, kv, kv_scale, weights, ks, ke, topk, *, relative=True, sorted=False, return_scores=False,
+                 state=None, out=None, backend="auto", algo="fused", workspace=None, stats=None, dtype=None,
+                 num_threads=0, stream=None):
+    """Exact top-k of the DSA/CSA lightning-indexer scores, fused (the score matrix is never written).
+
+    For query row ``t`` and key ``s`` in ``[ks[t], ke[t])``::
+
+        I[t, s] = kv_scale[s] * sum_h weights[t, h] * max(0, q[t, h, :] . kv[s, :])
+
+    Parameters
+    ----------
+    q : array [T, H, D]
+        float8_e4m3fn, bfloat16 or float32 (numpy via ml_dtypes, or raw uint8 with ``dtype="e4m3"``;
+        torch on CPU or CUDA). No q scale: fold it into ``weights``. ``q[:, h, :]`` must be packed
+        (``stride(2) == 1``, ``stride(1) == D``); ``stride(0)`` may be larger than ``H*D``.
+    kv : array [S, D]
+        Same element type as ``q``, ``stride(1) == 1``.
+    kv_scale : float32 array [S] (or [S, 1]), or None
+        Per-key scale applied after the ReLU and the head sum; None means 1.
+    weights : float32 array [T, H]
+        Per (row, head) weights with the q scale and softmax factors folded in; any sign.
+    ks, ke : int32 array [T], or None
+        Half-open visible key range of each row, ``0 <= ks <= ke <= S`` (checked for host arrays;
+        on CUDA it is the caller's contract, checking would synchronise). None means ``[0, S)``.
+    topk : int
+        1 <= topk <= 8192.
+    relative : bool, default True
+        Indices relative to ``ks[t]`` (vLLM ``top_k_per_row_prefill`` convention); False gives
+        absolute key indices ``s``.
+    sorted : bool, default False
+        Sort each row by score (desc, ties by lower index). Unsorted rows hold the same set in an
+        unspecified order; a row with ``ke - ks <= topk`` is then ``0..len-1, -1, ...`` (unscored
+        unless ``return_scores``).
+    return_scores : bool, default False
+        Also return the float32 scores ``[T, topk]`` (padding ``-inf``).
+    state : IndexerState, optional
+        Cross-chunk hot set of the request: seeds the sample, updated with this call's top-k.
+        Exactness never depends on it.
+    out : array [T, topk] int32, or (indices, scores), optional
+        Outputs to write (same device; last dim contiguous; both with the same row stride).
+    backend : {"auto", "cpu", "ref", "cuda"}
+        "auto" follows the data: CUDA tensors run on "cuda", host arrays on "cpu".
+    algo : {"fused", "materialize", "score_only"}
+        "materialize" is the same scoring code writing every score, then an exact select (baseline;
+        identical results); "score_only" is for benchmarks (outputs unspecified).
+    workspace : contiguous array/tensor on the data's device, optional
+        At least :func:`workspace_size` bytes; with it the call allocates nothing (CUDA-graph safe).
+        Without it, CUDA calls take one from torch's caching allocator.
+    stats : Stats, optional
+        Filled with the call's counters (synchronises on CUDA).
+    dtype : str, optional
+        Element type for raw storage: "e4m3", "bf16", "f32".
+    num_threads : int, default 0
+        CPU backend threads (0 = all cores).
+    stream : torch.cuda.Stream or int, optional
+        CUDA stream; default ``torch.cuda.current_stream()`` of the tensors' device.
+
+    Returns
+    -------
+    indices : int32 array [T, topk]
+        Same framework and device as ``q``. ``-1`` pads rows with fewer than ``topk`` visible keys.
+    scores : float32 array [T, topk]
+        Only with ``return_scores=True``; ``-inf`` padding.
+
+    Notes
+    -----
+    Order: score descending; equal scores by the lower index; ``-0.0 == +0.0``; ``-inf`` below every
+    finite score; NaN below everything (returned only when a row has fewer than ``topk`` non-NaN
+    keys). The set is unique, hence deterministic. Backends differ only in score rounding (CPU:
+    fp32 accumulation; CUDA: FP8/bf16 tensor cores), never in selection.
+    """
+    a, ctx, ia, sca, keep = _indexer_prepare(q, kv, kv_scale, weights, ks, ke, topk, relative, sorted,
+                                             return_scores, state, out, backend, algo, dtype, num_threads, stream)
+    L = _ffi.lib()
+    _run("indexer_topk", ctx, L.ltk_indexer_topk, L.ltk_indexer_workspace_size, a, a.T, workspace, stats)
+    del keep
+    if sca is not None:
+        return ia.obj, sca.obj
+    return ia.obj
+
+
+def _split_q(q):
+    if isinstance(q, (tuple, list)):
+        if len(q) != 2:
+            raise ValueError("q: expected a tensor or a (q, q_scale) pair")
+        q, sf = q
+        if sf is not None:
+            raise _ffi.UnsupportedError(_ffi.LTK_EUNSUPPORTED,
+                                        "fp8_mqa_topk: a q scale (the FP4 q path) is not supported; "
+                                        "pass (q_fp8, None) with the q scale folded into weights")
+    return q
+
+
+def _split_kv(kv):
+    if isinstance(kv, (tuple, list)):
+        if len(kv) != 2:
+            raise ValueError("kv: expected a (k, k_scale) pair")
+        return kv[0], kv[1]
+    return kv, None
+
+
+def fp8_mqa_topk(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, topk, *, clean_logits=False,
+                 max_seqlen_k=0, logits_dtype=None, relative=True, sorted=False, return_scores=False, state=None,
+                 out=None, backend="auto", algo="fused", workspace=None, stats=None, num_threads=0, stream=None):
+    """DeepGEMM ``fp8_fp4_mqa_logits`` + vLLM ``top_k_per_row_prefill`` in one exact call.
+
+    Takes the arguments the way vLLM passes them to DeepGEMM::
+
+        logits = fp8_fp4_mqa_logits((q, None), (k, k_scale), weights, ks, ke, clean_logits=False)
+        top_k_per_row_prefill(logits, ks, ke, topk_indices, T, logits.stride(0), logits.stride(1), topk)
+
+    becomes::
+
+        topk_indices = litetopk.fp8_mqa_topk((q, None), (k, k_scale), weights, ks, ke, topk)
+
+    Parameters
+    ----------
+    q : tensor [T, H, D] float8_e4m3fn, or the pair ``(q, None)``
+        A non-None second element (FP4 q scales) raises :class:`UnsupportedError`.
+    kv : pair ``(k, k_scale)``, or a tensor ``k``
+        ``k`` float8_e4m3fn [S, D]; ``k_scale`` float32 [S] or [S, 1] (or the raw uint8 [S, 4]).
+    weights : float32 [T, H]
+        Head weights with ``q_scale * D**-0.5 * H**-0.5`` folded in (as vLLM prepares them).
+    cu_seq_len_k_start, cu_seq_len_k_end : int32 [T]
+        ``ks``, ``ke``: half-open key range per row.
+    topk : int
+        Keys per row (2048 for DeepSeek-V3.2 / GLM-5, 512 or 1024 for V4).
+    clean_logits, max_seqlen_k, logits_dtype
+        Accepted for signature compatibility and ignored: no logits are materialised.
+    relative, sorted, return_scores, state, out, backend, algo, workspace, stats, num_threads, stream
+        As in :func:`indexer_topk`. ``out`` may be vLLM's ``topk_indices_buffer[:T]``; it needs no
+        ``-1`` pre-fill, every slot is written.
+
+    Returns
+    -------
+    indices : int32 tensor [T, topk]
+        What ``top_k_per_row_prefill`` writes: indices relative to ``ks``, unsorted by default,
+        ``-1`` padding, ``0..len-1`` for rows with ``ke - ks <= topk``. Unlike it, the set is exact and
+        ties resolve to the lower index.
+    """
+    q = _split_q(q)
+    k, k_scale = _split_kv(kv)
+    return indexer_topk(q, k, k_scale, weights, cu_seq_len_k_start, cu_seq_len_k_end, topk, relative=relative,
+                        sorted=sorted, return_scores=return_scores, state=state, out=out, backend=backend, algo=algo,
+                        workspace=workspace, stats=stats, num_threads=num_threads, stream=stream)
+
+
+# ---- kNN -----------------------------------------------------------------------------------------------
+def _knn_prepare(queries, base, k, metric, sorted_, out, backend, algo, dtype, num_threads, stream):
+    qa = wrap(queries, "queries", ndim=2)
+    ba = wrap(base, "base", ndim=2)
+    k = _check_k(k, "knn")
+    if not isinstance(metric, str) or metric.lower() not in _ffi.METRICS:
+        raise ValueError(f"metric={metric!r}: expected one of {list(_ffi.METRICS)}")
+    B, D = qa.shape
+    N = ba.shape[0]
+    code = float_code(qa, dtype, _SCORE_DTYPES, "kNN")
+    if float_code(ba, dtype if dtype is not None else _raw_hint(ba, code), _SCORE_DTYPES, "kNN") != code:
+        raise TypeError(f"queries ({qa.dname}) and base ({ba.dname}) must have the same element type")
+    if ba.shape[1] != D:
+        raise ValueError(f"base: expected D={D} columns like queries, got shape {ba.shape}")
+    _inner_contig(qa, (1,))
+    _inner_contig(ba, (1,))
+    device = same_device([qa, ba])
+    ctx = _Ctx(device, backend, algo, num_threads, stream, qa)
+    if out is None:
+        out = (None, None)
+    elif not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise ValueError("out: expected (scores, indices)")
+    sca, ia = _outputs2(out, ("out scores", "out indices"), ((B, k), (B, k)), ("float32", "int64"), ctx, B, k)
+    a = _ffi.ltk_knn_args()
+    a.B, a.N, a.D, a.k = B, N, D, k
+    a.dtype = code
+    a.metric = _ffi.METRICS[metric.lower()]
+    a.queries, a.q_stride = qa.ptr or None, qa.stride(0)
+    a.base, a.base_stride = ba.ptr or None, ba.stride(0)
+    a.out_idx, a.out_scores = ia.ptr or None, sca.ptr or None
+    a.out_stride = _row_stride(ia, sca)
+    a.flags = _flags(sorted_)
+    return a, ctx, sca, ia
+
+
+def knn_topk(queries, base, k, metric="ip", *, sorted=True, out=None, backend="auto", algo="fused",
+             workspace=None, stats=None, dtype=None, num_threads=0, stream=None):
+    """Exact brute-force k nearest neighbours of each query in ``base``.
+
+    Parameters
+    ----------
+    queries : array [B, D]
+        float32, float16 or bfloat16; last dimension contiguous.
+    base : array [N, D]
+        Same element type; last dimension contiguous.
+    k : int
+        1 <= k <= 16384; ``k > N`` pads.
+    metric : {"ip", "l2", "cos"}
+        "ip": inner product, larger is better. "l2": squared distance ``|q|^2 + |x|^2 - 2<q, x>``,
+        SMALLER is better. "cos": cosine similarity (0 when a norm is 0), larger is better.
+    sorted : bool, default True
+        Best first (ties by lower index); False leaves the order within a row unspecified.
+    out : (scores, indices), optional
+        float32 and int64 arrays [B, k] with the same row stride.
+    backend, algo, workspace, stats, dtype, num_threads, stream
+        As in :func:`indexer_topk`.
+
+    Returns
+    -------
+    scores : float32 array [B, k]
+        Padding ``-inf`` (``+inf`` for "l2").
+    indices : int64 array [B, k]
+        Row indices into ``base``; padding ``-1``.
+    """
+    a, ctx, sca, ia = _knn_prepare(queries, base, k, metric, sorted, out, backend, algo, dtype, num_threads, stream)
+    L = _ffi.lib()
+    _run("knn_topk", ctx, L.ltk_knn_topk, L.ltk_knn_workspace_size, a, a.B, workspace, stats)
+    return sca.obj, ia.obj
+
+
+# ---- select -----------------------------------------------------------------------------------------
+def _select_prepare(scores, k, starts, ends, sorted_, relative, out, backend, algo, dtype, num_threads, stream):
+    sa = wrap(scores, "scores", ndim=(1, 2))
+    one_d = sa.ndim == 1
+    k = _check_k(k, "select")
+    rows, cols = (1, sa.shape[0]) if one_d else sa.shape
+    code = float_code(sa, dtype, _SCORE_DTYPES, "select")
+    if one_d:
+        if sa.stride(0) not in (0, 1):
+            raise ValueError(f"scores: must be contiguous (stride {sa.strides[0]})")
+        row_stride = 0
+    else:
+        _inner_contig(sa, (1,))
+        row_stride = sa.stride(0)
+        if rows > 1 and cols > 0 and row_stride < cols:
+            raise ValueError(f"scores: stride(0)={row_stride} < cols={cols}")
+    device = same_device([sa])
+    on_host = device[0] == "cpu"
+    if one_d and (starts is not None or ends is not None):
+        starts = None if starts is None else _as_len1(starts)
+        ends = None if ends is None else _as_len1(ends)
+    sta = wrap_index_vector(starts, "starts", rows, on_host)
+    ena = wrap_index_vector(ends, "ends", rows, on_host)
+    if (sta is None) != (ena is None):
+        raise ValueError("starts and ends must both be given or both be None")
+    same_device([sa, sta, ena])
+    if on_host and sta is not None:
+        _check_ranges_host(sta, ena, cols, "starts/ends")
+    ctx = _Ctx(device, backend, algo, num_threads, stream, sa)
+    if out is None:
+        out = (None, None)
+    elif not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise ValueError("out: expected (values, indices)")
+    oshape = (k,) if one_d else (rows, k)
+    if one_d:
+        vals = [check_out(o, n, oshape, d, ctx.device) if o is not None else None
+                for o, n, d in zip(out, ("out values", "out indices"), ("float32", "int32"))]
+        va = vals[0] or check_out(ctx.alloc(oshape, "float32"), "out values", oshape, "float32", ctx.device)
+        ia = vals[1] or check_out(ctx.alloc(oshape, "int32"), "out indices", oshape, "int32", ctx.device)
+        for x in (va, ia):
+            if x.stride(0) not in (0, 1):
+                raise ValueError(f"{x.name}: must be contiguous")
+        ostride = 0
+    else:
+        va, ia = _outputs2(out, ("out values", "out indices"), (oshape, oshape), ("float32", "int32"), ctx, rows, k)
+        ostride = _row_stride(ia, va)
+    a = _ffi.ltk_select_args()
+    a.rows, a.cols, a.k = rows, cols, k
+    a.dtype = code
+    a.scores, a.row_stride = sa.ptr or None, row_stride
+    a.starts = sta.ptr if sta is not None else None
+    a.ends = ena.ptr if ena is not None else None
+    a.out_idx, a.out_scores = ia.ptr or None, va.ptr or None
+    a.out_stride = ostride
+    a.flags = _flags(sorted_, relative)
+    return a, ctx, va, ia, (sta, ena)
+
+
+def _as_len1(x):
+    if isinstance(x, int):
+        return [x]
+    return x
+
+
+def select_topk(scores, k, starts=None, ends=None, *, sorted=True, relative=True, out=None, backend="auto",
+                algo="fused", workspace=None, stats=None, dtype=None, num_threads=0, stream=None):
+    """Exact, deterministic top-k of each row of a score matrix.
+
+    A drop-in for ``torch.topk(scores, k, dim=-1)`` / FlashInfer ``top_k`` on materialised scores,
+    with per-row ranges (``top_k_ragged_transform``-style) and a total order, so the result is the
+    same set on every backend and every run.
+
+    Parameters
+    ----------
+    scores : array [rows, cols] or [cols]
+        float32, float16 or bfloat16; last dimension contiguous, any row stride.
+    k : int
+        1 <= k <= 65536; rows with fewer valid entries are padded.
+    starts, ends : int32 array [rows], optional
+        Valid range ``[starts[r], ends[r])`` of each row within ``[0, cols)``; both or neither.
+    sorted : bool, default True
+        Best first; False leaves the order within a row unspecified (the set is unchanged).
+    relative : bool, default True
+        Indices relative to ``starts[r]``; False gives column indices.
+    out : (values, indices), optional
+        float32 and int32 arrays ``[rows, k]`` with the same row stride.
+    backend, algo, workspace, stats, dtype, num_threads, stream
+        As in :func:`indexer_topk`.
+
+    Returns
+    -------
+    values : float32 array [rows, k]
+        The selected scores (exact: widened from the input type), ``-inf`` padding.
+    indices : int32 array [rows, k]
+        ``-1`` padding.
+
+    Notes
+    -----
+    Order: score descending, ties by the lower index, ``-0.0 == +0.0``, NaN after ``-inf``. Unlike
+    ``torch.topk`` (int64 indices, ties unspecified, NaN ranked largest) the indices are int32, ties
+    are resolved, and NaN ranks last.
+    """
+    a, ctx, va, ia, keep = _select_prepare(scores, k, starts, ends, sorted, relative, out, backend, algo, dtype,
+                                           num_threads, stream)
+    L = _ffi.lib()
+    _run("select_topk", ctx, L.ltk_select_topk, L.ltk_select_workspace_size, a, a.rows, workspace, stats)
+    del keep
+    return va.obj, ia.obj
+
+
+# ---- workspace size -----------------------------------------------------------------------------------
+def workspace_size(op, *args, **kwargs) -> int:
+    """Bytes of workspace an operation needs for these arguments.
+
+    Parameters
+    ----------
+    op : {"indexer", "fp8_mqa", "knn", "select"}
+    *args, **kwargs
+        Exactly the arguments of :func:`indexer_topk`, :func:`fp8_mqa_topk`, :func:`knn_topk` or
+        :func:`select_topk` (``backend``, ``algo``, ``num_threads``, flags and output options matter).
+
+    Returns
+    -------
+    int
+        Allocate a ``torch.empty(n, dtype=torch.uint8, device=...)`` (or a numpy uint8 array) of at
+        least this size and pass it as ``workspace=`` to make the call allocation-free.
+    """
+    L = _ffi.lib()
+    kwargs.pop("workspace", None)
+    kwargs.pop("stats", None)
+    if op in ("indexer", "fp8_mqa"):
+        if op == "fp8_mqa":
+            q, kv, w, ks, ke, topk = _pad_args(args, kwargs, ("q", "kv", "weights", "cu_seq_len_k_start",
+                                                                "cu_seq_len_k_end", "topk"))
+            for ign in ("clean_logits", "max_seqlen_k", "logits_dtype"):
+                kwargs.pop(ign, None)
+            k, k_scale = _split_kv(kv)
+            args = (_split_q(q), k, k_scale, w, ks, ke, topk)
+        p = _bind(("q", "kv", "kv_scale", "weights", "ks", "ke", "topk"), args, kwargs,
+                  dict(relative=True, sorted=False, return_scores=False, state=None, out=None, backend="auto",
+                       algo="fused", dtype=None, num_threads=0, stream=None))
+        a, ctx, *_ = _indexer_prepare(p["q"], p["kv"], p["kv_scale"], p["weights"], p["ks"], p["ke"], p["topk"],
+                                      p["relative"], p["sorted"], p["return_scores"], p["state"], p["out"],
+                                      p["backend"], p["algo"], p["dtype"], p["num_threads"], p["stream"])
+        return _workspace_bytes(ctx, L.ltk_indexer_workspace_size, a)
+    if op == "knn":
+        p = _bind(("queries", "base", "k", "metric"), args, kwargs,
+                  dict(metric="ip", sorted=True, out=None, backend="auto", algo="fused", dtype=None, num_threads=0,
+                       stream=None))
+        a, ctx, *_ = _knn_prepare(p["queries"], p["base"], p["k"], p["metric"], p["sorted"], p["out"], p["backend"],
+                                  p["algo"], p["dtype"], p["num_threads"], p["stream"])
+        return _workspace_bytes(ctx, L.ltk_knn_workspace_size, a)
+    if op == "select":
+        p = _bind(("scores", "k", "starts", "ends"), args, kwargs,
+                  dict(starts=None, ends=None, sorted=True, relative=True, out=None, backend="auto", algo="fused",
+                       dtype=None, num_threads=0, stream=None))
+        a, ctx, *_ = _select_prepare(p["scores"], p["k"], p["starts"], p["ends"], p["sorted"], p["relative"], p["out"],
+                                     p["backend"], p["algo"], p["dtype"], p["num_threads"], p["stream"])
+        return _workspace_bytes(ctx, L.ltk_select_workspace_size, a)
+    raise ValueError(f"op={op!r}: expected 'indexer', 'fp8_mqa', 'knn' or 'select'")
+
+
+def _pad_args(args, kwargs, names):
+    vals = list(args) + [None] * (len(names) - len(args))
+    if len(args) > len(names):
+        raise TypeError(f"too many positional arguments ({len(args)})")
+    for i, n in enumerate(names):
+        if n in kwargs:
+            if i < len(args):
+                raise TypeError(f"got multiple values for argument '{n}'")
+            vals[i] = kwargs.pop(n)
+    return vals
+
+
+def _bind(names, args, kwargs, defaults):
+    if len(args) > len(names):
+        raise TypeError(f"too many positional arguments ({len(args)})")
+    p = dict(defaults)
+    for n, v in zip(names, args):
+        p[n] = v
+    for n, v in kwargs.items():
+        if n in names[:len(args)]:
+            raise TypeError(f"got multiple values for argument '{n}'")
+        if n not in p and n not in names:
+            raise TypeError(f"unexpected keyword argument '{n}'")
+        p[n] = v
+    for n in names:
+        if n not in p:
+            raise TypeError(f"missing argument '{n}'")
+    return p
+
+
+# ---- state ---------------------------------------------------------------------------------------------
+class IndexerState:
+    """Cross-chunk hot set of one request (``ltk_indexer_state``).
+
+    Passed as ``state=`` to consecutive :func:`indexer_topk` / :func:`fp8_mqa_topk` calls of the same
+    request (its prefill chunks, in order): each call samples its initial threshold from the keys the
+    previous call voted for most and then replaces the set with its own. Results are exact whatever
+    the set holds; a good set only saves time.
+
+    Parameters
+    ----------
+    sample_size : int
+        Keys kept (e.g. ``3 * topk``), 1 .. 2**20.
+    backend : {"auto", "cpu", "ref", "cuda"}
+        Must be the backend of the calls it is used with. "auto" is the C library's choice: "cuda"
+        when built with CUDA and a device is present, else "cpu".
+    device : int or torch.device, optional
+        CUDA device to hold the state (default: the current one).
+
+    Notes
+    -----
+    A CUDA state is updated on each call's stream; :meth:`get`, :meth:`set` and :meth:`reset` copy
+    between host and device and first synchronise the current torch stream. Do not share one state
+    between requests or concurrent streams. Use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(self, sample_size: int, backend: str = "auto", device=None):
+        self._handle = ctypes.c_void_p(None)
+        if isinstance(sample_size, bool):
+            raise TypeError("sample_size must be an int")
+        sample_size = operator.index(sample_size)
+        if sample_size < 1 or sample_size > (1 << 20):
+            raise ValueError(f"sample_size={sample_size} out of [1, 2^20]")
+        L = _ffi.lib()
+        b = _backend_code(backend)
+        if b == _ffi.BACKEND_AUTO:
+            b = L.ltk_backend_resolve(_ffi.BACKEND_AUTO)
+        self._backend = int(b)
+        self._device = None
+        if self._backend == _ffi.BACKEND_CUDA:
+            t = _torch()
+            if device is not None and t is not None:
+                self._device = t.device("cuda", device) if isinstance(device, int) else t.device(device)
+            elif t is not None and t.cuda.is_available():
+                self._device = t.device("cuda", t.cuda.current_device())
+        self.sample_size = sample_size
+        with self._guard():
+            _ffi.check(L.ltk_indexer_state_create(self._backend, sample_size, ctypes.byref(self._handle)),
+                       "IndexerState")
+
+    @property
+    def backend(self) -> str:
+        return _ffi.BACKEND_NAMES[self._backend]
+
+    def _guard(self):
+        if self._device is not None:
+            return _torch().cuda.device(self._device)
+        return contextlib.nullcontext()
+
+    def _check_open(self):
+        if not self._handle.value:
+            raise ValueError("IndexerState is closed")
+
+    def _sync(self):
+        # the C state functions copy on the legacy stream; order them after the torch stream's work
+        if self._device is not None:
+            _torch().cuda.current_stream(self._device).synchronize()
+
+    def get(self) -> np.ndarray:
+        """The hot keys (absolute indices, best first) as a host int32 array."""
+        self._check_open()
+        buf = np.empty(self.sample_size, np.int32)
+        n = ctypes.c_int32(0)
+        self._sync()
+        with self._guard():
+            _ffi.check(_ffi.lib().ltk_indexer_state_get(self._handle, buf.ctypes.data, self.sample_size,
+                                                        ctypes.byref(n)), "IndexerState.get")
+        return buf[: n.value].copy()
+
+    def set(self, indices) -> None:
+        """Replaces the hot set (absolute key indices; duplicates and negatives are dropped, at most
+        ``sample_size`` kept, out-of-range ones ignored at use)."""
+        self._check_open()
+        if _torch() is not None and isinstance(indices, _torch().Tensor):
+            indices = indices.detach().cpu().numpy()
+        try:
+            arr = np.ascontiguousarray(np.asarray(indices).reshape(-1))
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"indices: {e}") from None
+        if arr.size and arr.dtype.kind not in "iu":
+            raise TypeError(f"indices: expected integers, got {arr.dtype}")
+        if arr.size and (arr.max() > np.iinfo(np.int32).max or arr.min() < np.iinfo(np.int32).min):
+            raise ValueError("indices: values must fit int32")
+        arr = arr.astype(np.int32)
+        self._sync()
+        with self._guard():
+            _ffi.check(_ffi.lib().ltk_indexer_state_set(self._handle, arr.ctypes.data if arr.size else None,
+                                                        int(arr.size)), "IndexerState.set")
+
+    def reset(self) -> None:
+        """Back to cold start (empty hot set)."""
+        self._check_open()
+        self._sync()
+        with self._guard():
+            _ffi.check(_ffi.lib().ltk_indexer_state_reset(self._handle), "IndexerState.reset")
+
+    def close(self) -> None:
+        """Frees the state (idempotent)."""
+        h = getattr(self, "_handle", None)
+        if h is not None and h.value:
+            if self._device is not None:
+                self._sync()  # a pending call may still update it on its stream
+            _ffi.lib().ltk_indexer_state_free(h)
+            self._handle = ctypes.c_void_p(None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __len__(self):
+        return len(self.get())
+
+    def __repr__(self):
+        state = "closed" if not self._handle.value else f"sample_size={self.sample_size}"
+        return f"IndexerState({state}, backend='{self.backend}')"
+
+
+# ---- info ------------------------------------------------------------------------------------------------
+def info() -> str:
+    """The library's build and backend report (``ltk_info``), plus the library path."""
+    buf = ctypes.create_string_buffer(8192)
+    _ffi.check(_ffi.lib().ltk_info(buf, len(buf)), "info")
+    return buf.value.decode("utf-8", "replace") + f"library: {_ffi.library_path()}\n"
+
+
+def backend_available(backend: str) -> bool:
+    """True if ``backend`` ("ref", "cpu", "cuda") is compiled in and usable on this machine."""
+    return bool(_ffi.lib().ltk_backend_available(_backend_code(backend)))
+
+
+def backends() -> dict:
+    """Availability of every backend, e.g. ``{"ref": True, "cpu": True, "cuda": False}``."""
+    return {n: backend_available(n) for n in ("ref", "cpu", "cuda")}
