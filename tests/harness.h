@@ -1,0 +1,312 @@
+/* A framework-free C11 test harness for the litetopk ctest binaries (one translation unit each).
+ *
+ *   ASSERT_*(...)   record a failure with the expression and both values, then `return;` from the
+ *                   current (void) function: use them in test functions.
+ *   CHECK(cond, fmt, ...)  records a failure with a formatted message and evaluates to 0 (1 when
+ *                   the condition holds); never returns: use it in helpers that report and go on.
+ *   test_ctx(fmt, ...)     a line describing the case being run, printed with every failure.
+ *   rng_*()         a seeded splitmix64 generator. The run seed comes from env LTK_TEST_SEED
+ *                   (decimal or 0x hex) or, by default, from the clock, so every run draws fresh
+ *                   inputs; it is printed first and again after a failure. Each test reseeds from
+ *                   (run seed, test name), so `LTK_TEST_SEED=<seed> ./test-x <name>` replays one test.
+ *   t_guarded_*()   heap blocks with canary bytes before and after (ggml-style guard regions).
+ *
+ * Every binary ends with one line "N passed, N failed" (tests, not assertions) and exits non-zero
+ * when a test failed. An optional argument runs only the tests whose name contains it.
+ */
+#ifndef LTK_TEST_HARNESS_H
+#define LTK_TEST_HARNESS_H
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(__GNUC__)
+#define T_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define T_UNUSED __attribute__((unused))
+#else
+#define T_PRINTF(a, b)
+#define T_UNUSED
+#endif
+
+typedef struct {
+    const char *name;
+    void (*fn)(void);
+} t_test;
+
+static uint64_t t_seed;
+static uint64_t t_rng;
+static int t_failures;        /* failures recorded in the current test */
+static int t_printed;         /* failure messages printed in the current test */
+static char t_ctx_buf[768];
+enum { T_MAX_PRINTED = 25 };
+
+/* ---- failure reporting -------------------------------------------------------------------- */
+T_UNUSED T_PRINTF(1, 2) static void test_ctx(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t_ctx_buf, sizeof t_ctx_buf, fmt, ap);
+    va_end(ap);
+}
+
+T_UNUSED T_PRINTF(3, 4) static void t_failf(const char *file, int line, const char *fmt, ...) {
+    t_failures++;
+    if (++t_printed > T_MAX_PRINTED) {
+        if (t_printed == T_MAX_PRINTED + 1) fprintf(stderr, "    (further failures of this test not printed)\n");
+        return;
+    }
+    fprintf(stderr, "    FAIL %s:%d: ", file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    if (t_ctx_buf[0]) fprintf(stderr, "         case: %s\n", t_ctx_buf);
+}
+
+/* Failures recorded so far in this test (to stop a loop after its first bad row). */
+#define T_FAILURES() (t_failures)
+
+#define CHECK(cond, ...) ((cond) ? 1 : (t_failf(__FILE__, __LINE__, __VA_ARGS__), 0))
+
+#define ASSERT_TRUE(c)                                                    \
+    do {                                                                  \
+        if (!(c)) {                                                       \
+            t_failf(__FILE__, __LINE__, "ASSERT_TRUE(%s) failed", #c);    \
+            return;                                                       \
+        }                                                                 \
+    } while (0)
+
+#define ASSERT_EQ_INT(a, b)                                                                              \
+    do {                                                                                                 \
+        long long t_a_ = (long long)(a), t_b_ = (long long)(b);                                          \
+        if (t_a_ != t_b_) {                                                                              \
+            t_failf(__FILE__, __LINE__, "ASSERT_EQ_INT(%s, %s) failed: %lld != %lld", #a, #b, t_a_, t_b_); \
+            return;                                                                                      \
+        }                                                                                                \
+    } while (0)
+
+#define ASSERT_NE_INT(a, b)                                                                              \
+    do {                                                                                                 \
+        long long t_a_ = (long long)(a), t_b_ = (long long)(b);                                          \
+        if (t_a_ == t_b_) {                                                                              \
+            t_failf(__FILE__, __LINE__, "ASSERT_NE_INT(%s, %s) failed: both %lld", #a, #b, t_a_);        \
+            return;                                                                                      \
+        }                                                                                                \
+    } while (0)
+
+#define ASSERT_LE_INT(a, b)                                                                              \
+    do {                                                                                                 \
+        long long t_a_ = (long long)(a), t_b_ = (long long)(b);                                          \
+        if (!(t_a_ <= t_b_)) {                                                                           \
+            t_failf(__FILE__, __LINE__, "ASSERT_LE_INT(%s, %s) failed: %lld > %lld", #a, #b, t_a_, t_b_); \
+            return;                                                                                      \
+        }                                                                                                \
+    } while (0)
+
+#define ASSERT_EQ_STR(a, b)                                                                              \
+    do {                                                                                                 \
+        const char *t_a_ = (a), *t_b_ = (b);                                                             \
+        if (t_a_ == NULL || t_b_ == NULL || strcmp(t_a_, t_b_) != 0) {                                   \
+            t_failf(__FILE__, __LINE__, "ASSERT_EQ_STR(%s, %s) failed: \"%s\" != \"%s\"", #a, #b,        \
+                    t_a_ ? t_a_ : "(null)", t_b_ ? t_b_ : "(null)");                                     \
+            return;                                                                                      \
+        }                                                                                                \
+    } while (0)
+
+#define ASSERT_STR_CONTAINS(hay, needle)                                                                 \
+    do {                                                                                                 \
+        const char *t_h_ = (hay), *t_n_ = (needle);                                                      \
+        if (t_h_ == NULL || strstr(t_h_, t_n_) == NULL) {                                                \
+            t_failf(__FILE__, __LINE__, "ASSERT_STR_CONTAINS(%s, %s) failed: \"%s\" lacks \"%s\"", #hay, \
+                    #needle, t_h_ ? t_h_ : "(null)", t_n_);                                              \
+            return;                                                                                      \
+        }                                                                                                \
+    } while (0)
+
+/* Float equality by bits (NaN == NaN of any payload; -0 and +0 differ). */
+static inline uint32_t t_f32_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+static inline float t_bits_f32(uint32_t u) {
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+static inline int t_same_f32(float a, float b) { return (isnan(a) && isnan(b)) || t_f32_bits(a) == t_f32_bits(b); }
+
+#define ASSERT_SAME_F32(a, b)                                                                            \
+    do {                                                                                                 \
+        float t_a_ = (a), t_b_ = (b);                                                                    \
+        if (!t_same_f32(t_a_, t_b_)) {                                                                   \
+            t_failf(__FILE__, __LINE__, "ASSERT_SAME_F32(%s, %s) failed: %.9g (0x%08x) != %.9g (0x%08x)", \
+                    #a, #b, t_a_, t_f32_bits(t_a_), t_b_, t_f32_bits(t_b_));                             \
+            return;                                                                                      \
+        }                                                                                                \
+    } while (0)
+
+/* 1 if `needle` occurs in `hay` as a word: not glued to an identifier character on a side where
+ * the needle itself begins or ends with one ("k=0" matches "k=0 out of", "q" does not match "required"). */
+static inline int t_is_ident(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; }
+T_UNUSED static int t_has_word(const char *hay, const char *needle) {
+    size_t n = strlen(needle);
+    if (n == 0) return 1;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) {
+        int left_ok = p == hay || !t_is_ident(needle[0]) || !t_is_ident(p[-1]);
+        int right_ok = !t_is_ident(needle[n - 1]) || !t_is_ident(p[n]);
+        if (left_ok && right_ok) return 1;
+    }
+    return 0;
+}
+
+/* Status check: `expr` must return `want`; ltk_last_error() must contain `msg` as a word (pass
+ * NULL to skip the message check). Uses the library's own ltk_status_str/ltk_last_error. */
+#define ASSERT_STATUS(expr, want, msg)                                                                   \
+    do {                                                                                                 \
+        ltk_status t_s_ = (expr);                                                                        \
+        const char *t_m_ = (msg);                                                                        \
+        if (t_s_ != (want)) {                                                                            \
+            t_failf(__FILE__, __LINE__, "ASSERT_STATUS(%s) failed: got %d (%s), want %d (%s); last error \"%s\"", \
+                    #expr, (int)t_s_, ltk_status_str(t_s_), (int)(want), ltk_status_str(want), ltk_last_error()); \
+            return;                                                                                      \
+        }                                                                                                \
+        if (t_m_ != NULL && !t_has_word(ltk_last_error(), t_m_)) {                                    \
+            t_failf(__FILE__, __LINE__, "ASSERT_STATUS(%s): last error \"%s\" does not name \"%s\"", #expr, \
+                    ltk_last_error(), t_m_);                                                             \
+            return;                                                                                      \
+        }                                                                                                \
+    } while (0)
+
+/* ---- random numbers ----------------------------------------------------------------------- */
+static inline uint64_t t_mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+T_UNUSED static uint64_t rng_u64(void) {
+    t_rng += 0x9e3779b97f4a7c15ull;
+    return t_mix64(t_rng);
+}
+T_UNUSED static uint32_t rng_u32(void) { return (uint32_t)(rng_u64() >> 32); }
+/* Uniform in [0, n) (n > 0). */
+T_UNUSED static int64_t rng_below(int64_t n) { return (int64_t)(rng_u64() % (uint64_t)n); }
+/* Uniform integer in [lo, hi]. */
+T_UNUSED static int64_t rng_range(int64_t lo, int64_t hi) { return lo + rng_below(hi - lo + 1); }
+/* Uniform in [0, 1). */
+T_UNUSED static double rng_unit(void) { return (double)(rng_u64() >> 11) * (1.0 / 9007199254740992.0); }
+T_UNUSED static double rng_normal(void) {
+    double u = rng_unit(), v = rng_unit();
+    if (u < 1e-300) u = 1e-300;
+    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+T_UNUSED static void t_reseed(const char *name) {
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    t_rng = t_mix64(t_seed ^ h);
+}
+
+/* ---- guarded heap blocks ------------------------------------------------------------------ */
+enum { T_GUARD = 64, T_HEAD = 64 };
+static inline uint8_t t_guard_byte(size_t i) { return (uint8_t)(0xA5u + 37u * (unsigned)i); }
+
+/* `bytes` usable bytes, starting `misalign` bytes after a 64-byte boundary (to catch code that
+ * assumes aligned outputs), with T_GUARD canary bytes on both sides. */
+T_UNUSED static void *t_guarded_alloc(size_t bytes, size_t misalign) {
+    size_t total = T_HEAD + misalign + 2 * T_GUARD + bytes;
+    uint8_t *base = NULL;
+    if (posix_memalign((void **)&base, 64, (total + 63) & ~(size_t)63) != 0) return NULL;
+    uint8_t *data = base + T_HEAD + T_GUARD + misalign;
+    size_t hdr[2] = {bytes, misalign};
+    memcpy(base, hdr, sizeof hdr);
+    for (size_t i = 0; i < T_GUARD; i++) {
+        data[-1 - (ptrdiff_t)i] = t_guard_byte(i);
+        data[bytes + i] = t_guard_byte(i + 1000);
+    }
+    return data;
+}
+static inline uint8_t *t_guarded_base(void *p, size_t *bytes, size_t *misalign) {
+    uint8_t *data = p;
+    size_t hdr[2];
+    memcpy(hdr, data - T_GUARD - T_HEAD, sizeof hdr);
+    *bytes = hdr[0];
+    *misalign = hdr[1];
+    return data - T_GUARD - T_HEAD - hdr[1];
+}
+/* 1 if both canary regions are intact. */
+T_UNUSED static int t_guarded_ok(const void *p) {
+    if (!p) return 1;
+    size_t bytes, mis;
+    t_guarded_base((void *)p, &bytes, &mis);
+    const uint8_t *data = p;
+    for (size_t i = 0; i < T_GUARD; i++)
+        if (data[-1 - (ptrdiff_t)i] != t_guard_byte(i) || data[bytes + i] != t_guard_byte(i + 1000)) return 0;
+    return 1;
+}
+T_UNUSED static size_t t_guarded_size(const void *p) {
+    size_t bytes, mis;
+    t_guarded_base((void *)p, &bytes, &mis);
+    return bytes;
+}
+T_UNUSED static void t_guarded_free(void *p) {
+    if (!p) return;
+    size_t bytes, mis;
+    free(t_guarded_base(p, &bytes, &mis));
+}
+
+/* ---- runner ------------------------------------------------------------------------------- */
+static double t_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+T_UNUSED static int t_main(int argc, char **argv, const t_test *tests, size_t n) {
+    const char *env = getenv("LTK_TEST_SEED");
+    if (env && *env) t_seed = strtoull(env, NULL, 0);
+    else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        t_seed = t_mix64((uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)clock() << 32));
+    }
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    printf("seed 0x%016" PRIx64 " (reproduce with LTK_TEST_SEED=0x%016" PRIx64 ")\n", t_seed, t_seed);
+    fflush(stdout);
+    int passed = 0, failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (filter && !strstr(tests[i].name, filter)) continue;
+        t_failures = 0;
+        t_printed = 0;
+        t_ctx_buf[0] = '\0';
+        t_reseed(tests[i].name);
+        printf("[ RUN  ] %s\n", tests[i].name);
+        fflush(stdout);
+        double t0 = t_now();
+        tests[i].fn();
+        double ms = 1e3 * (t_now() - t0);
+        fflush(stderr);
+        if (t_failures == 0) {
+            passed++;
+            printf("[   OK ] %s (%.0f ms)\n", tests[i].name, ms);
+        } else {
+            failed++;
+            printf("[ FAIL ] %s (%d failures, %.0f ms)\n", tests[i].name, t_failures, ms);
+        }
+        fflush(stdout);
+    }
+    if (failed) printf("seed was 0x%016" PRIx64 "\n", t_seed);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
+
+#define T_ENTRY(fn) {#fn, fn}
+#define T_RUN_ALL(table) t_main(argc, argv, table, sizeof(table) / sizeof((table)[0]))
+
+#endif
