@@ -117,7 +117,7 @@ static ltk_status ref_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, si
         free(xn);
         return ltk_error(LTK_ENOMEM, "ref knn: allocation failed");
     }
-    for (int64_t i = 0; i < N; i++) {
+    for (int64_t i = 0; B > 0 && i < N; i++) { /* base may be NULL when B == 0 */
         double s = 0.0;
         for (int d = 0; d < D; d++) {
             double x = ltk_load_f32(a->base, a->dtype, i * a->base_stride + d);
