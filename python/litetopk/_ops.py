@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from . import _ffi
-from ._arrays import (Arr, check_out, empty, float_code, require_dtype, same_device, wrap,
+from ._arrays import (Arr, _devstr, check_out, empty, float_code, require_dtype, same_device, wrap,
                       wrap_index_vector, _torch)
 
 _INDEXER_DTYPES = (_ffi.DTYPE_E4M3, _ffi.DTYPE_BF16, _ffi.DTYPE_F32)
@@ -115,15 +115,21 @@ class _Ctx:
             raise ValueError(f"num_threads={num_threads} < 0")
         self.like = like
         self.stream = 0
+        self.tstream = None  # the torch stream our allocations belong to, when not the current one
         if self.is_cuda:
             t = _torch()
             if stream is None:
                 # the caller's current stream: work is ordered with the surrounding torch ops
                 self.stream = t.cuda.current_stream(self.device[1]).cuda_stream
-            elif hasattr(stream, "cuda_stream"):
-                self.stream = int(stream.cuda_stream)
             else:
-                self.stream = operator.index(stream)
+                if not hasattr(stream, "cuda_stream"):
+                    stream = t.cuda.ExternalStream(operator.index(stream), device=t.device("cuda", self.device[1]))
+                self.stream = int(stream.cuda_stream)
+                # allocate on the stream that uses the memory, so the caching allocator never hands a
+                # block to another stream while our kernel may still touch it
+                self.tstream = stream
+        elif stream is not None:
+            raise ValueError("stream= is only meaningful for CUDA tensors")
         if state is not None:
             state._check_open()
             if state._backend != self.backend:
@@ -143,8 +149,14 @@ class _Ctx:
         e.num_threads = self.num_threads
         return e
 
+    def on_stream(self):
+        if self.tstream is not None:
+            return _torch().cuda.stream(self.tstream)
+        return contextlib.nullcontext()
+
     def alloc(self, shape, dname):
-        return empty(self.like, shape, dname, self.device)
+        with self.on_stream():
+            return empty(self.like, shape, dname, self.device)
 
 
 def _workspace_bytes(ctx, ws_fn, args):
@@ -156,13 +168,12 @@ def _workspace_bytes(ctx, ws_fn, args):
 
 
 def _run(name, ctx, run_fn, ws_fn, args, rows, workspace, stats):
-    L = _ffi.lib()
     e = ctx.exec()
     keep = None
     if workspace is not None:
         w = wrap(workspace, "workspace")
         if w.device != ctx.device:
-            raise ValueError(f"workspace is on {w.device}, inputs on {ctx.device}")
+            raise ValueError(f"workspace is on {_devstr(w.device)}, inputs on {_devstr(ctx.device)}")
         contig = w.obj.is_contiguous() if w.is_torch else w.obj.flags.c_contiguous
         if not contig:
             raise ValueError("workspace must be contiguous")
@@ -173,7 +184,8 @@ def _run(name, ctx, run_fn, ws_fn, args, rows, workspace, stats):
         # cudaMalloc/cudaFree, which synchronises the device on every call.
         need = _workspace_bytes(ctx, ws_fn, args)
         if need:
-            keep = _torch().empty(need, dtype=_torch().uint8, device=_torch().device("cuda", ctx.device[1]))
+            with ctx.on_stream():
+                keep = _torch().empty(need, dtype=_torch().uint8, device=_torch().device("cuda", ctx.device[1]))
             e.workspace = keep.data_ptr()
             e.workspace_bytes = need
     c_stats = None

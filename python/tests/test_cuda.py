@@ -13,10 +13,29 @@ from oracle import check_topk_sets, indexer_scores  # noqa: E402
 
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
-if not litetopk.backend_available("cuda"):
-    pytest.skip("the library was built without the CUDA backend", allow_module_level=True)
 
 DEV = torch.device("cuda", torch.cuda.current_device())
+HAVE_CUDA_BACKEND = litetopk.backend_available("cuda")
+needs_backend = pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="the library was built without the CUDA backend")
+
+
+@pytest.mark.skipif(HAVE_CUDA_BACKEND, reason="the CUDA backend is built")
+@pytest.mark.filterwarnings("ignore")
+def test_cuda_tensors_without_cuda_backend_raise():
+    """A CPU-only library given CUDA tensors goes through every Python check and the stream lookup,
+    then raises BackendUnavailableError (a RuntimeError): never a crash, never host pointers."""
+    x = torch.randn(4, 100, device=DEV)
+    with pytest.raises(litetopk.BackendUnavailableError, match="cuda"):
+        litetopk.select_topk(x, 5)
+    q8, k8, sc, w, ks, ke = fp8_problem(T=4, S=64, H=2, D=16)
+    with pytest.raises(RuntimeError):
+        litetopk.fp8_mqa_topk((q8, None), (k8, sc), w, ks, ke, 8)
+    with pytest.raises(RuntimeError):
+        litetopk.knn_topk(x, x, 2)
+    with pytest.raises(RuntimeError):
+        litetopk.IndexerState(8, backend="cuda")
+    with pytest.raises(RuntimeError):
+        litetopk.workspace_size("select", x, 5)
 
 
 def supported(fn, *a, **kw):
@@ -56,6 +75,7 @@ def torch_ref_logits(q8, k8, k_scale, w, ks, ke):
     return logits.masked_fill(~mask, float("-inf"))
 
 
+@needs_backend
 def test_cuda_select_equals_cpu():
     g = torch.Generator(device=DEV).manual_seed(1)
     x = torch.randn(64, 5000, device=DEV, generator=g)
@@ -72,6 +92,7 @@ def test_cuda_select_equals_cpu():
         assert torch.equal(v.cpu().nan_to_num(7.0), cv.nan_to_num(7.0))
 
 
+@needs_backend
 def test_cuda_indexer_vs_oracle_and_materialize():
     q8, k8, sc, w, ks, ke = fp8_problem(T=48, S=3000, H=16, D=64, seed=2)
     k = 256
@@ -87,6 +108,7 @@ def test_cuda_indexer_vs_oracle_and_materialize():
         check_topk_sets(ic[t], o[t], int(ksn[t]), int(ken[t]), k, tol, sorted_=True, got_scores=scn[t])
 
 
+@needs_backend
 def test_cuda_fp8_mqa_topk_vllm_form():
     """What vLLM runs: fp8_fp4_mqa_logits((q, None), (k, k_scale), w, ks, ke, clean_logits=False) then
     top_k_per_row_prefill into a -1 pre-filled buffer -> one call; compared on value sets."""
@@ -117,6 +139,7 @@ def test_cuda_fp8_mqa_topk_vllm_form():
     assert idx[0].tolist() == list(range(64)) + [-1] * (topk - 64)
 
 
+@needs_backend
 def test_cuda_uses_current_stream_without_host_sync():
     g = torch.Generator(device=DEV).manual_seed(4)
     x = torch.randn(32, 20000, device=DEV, generator=g)
@@ -155,6 +178,7 @@ def test_cuda_uses_current_stream_without_host_sync():
     assert torch.equal(i2, ei)
 
 
+@needs_backend
 def test_cuda_graph_capture_with_workspace():
     q8, k8, sc, w, ks, ke = fp8_problem(T=32, S=4096, H=16, D=128, seed=6)
     k = 256
@@ -186,6 +210,7 @@ def test_cuda_graph_capture_with_workspace():
     assert torch.equal(si, ri) and torch.equal(sv, rv)
 
 
+@needs_backend
 def test_cuda_state_across_chunks():
     q8, k8, sc, w, ks, ke = fp8_problem(T=64, S=4096, H=8, D=64, seed=8, ctx=4096 - 64)
     k = 128
@@ -203,6 +228,7 @@ def test_cuda_state_across_chunks():
     assert torch.equal(torch.cat(parts), full) and torch.equal(again, full)
 
 
+@needs_backend
 def test_cuda_knn_equals_cpu():
     g = torch.Generator(device=DEV).manual_seed(9)
     q = torch.randn(16, 64, device=DEV, generator=g)
@@ -218,6 +244,7 @@ def test_cuda_knn_equals_cpu():
             assert len(diff) <= 2, (metric, b, diff)
 
 
+@needs_backend
 def test_cuda_stats_and_errors():
     q8, k8, sc, w, ks, ke = fp8_problem(T=8, S=1024, H=8, D=64, seed=10)
     st = litetopk.Stats(per_row=True)
