@@ -1,0 +1,83 @@
+/* Plain driver for the fuzz targets when libFuzzer is not available (gcc builds, ctest):
+ *   fuzz-xxx [--random N] [--seed S] [FILE|DIR]...
+ * replays every file (directories: every regular file inside), then N pseudo-random inputs. */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int replay_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        return 1;
+    }
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            uint8_t *bigger = realloc(buf, cap * 2);
+            if (!bigger) break;
+            buf = bigger, cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) return 1;
+    /* Exact-size copy so out-of-bounds reads are caught by sanitizers. */
+    uint8_t *exact = malloc(n ? n : 1);
+    memcpy(exact, buf, n);
+    free(buf);
+    LLVMFuzzerTestOneInput(exact, n);
+    free(exact);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    long long random_n = 0;
+    unsigned long long seed = 0x2545f4914f6cdd1dull;
+    int files = 0, errors = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--random") && i + 1 < argc) {
+            random_n = atoll(argv[++i]);
+            continue;
+        }
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+            seed = strtoull(argv[++i], NULL, 0) | 1;
+            continue;
+        }
+        struct stat sb;
+        if (stat(argv[i], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            DIR *d = opendir(argv[i]);
+            struct dirent *e;
+            while (d && (e = readdir(d)) != NULL) {
+                if (e->d_name[0] == '.') continue;
+                char path[4096];
+                snprintf(path, sizeof path, "%s/%s", argv[i], e->d_name);
+                if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) errors += replay_file(path), files++;
+            }
+            if (d) closedir(d);
+        } else {
+            errors += replay_file(argv[i]), files++;
+        }
+    }
+    for (long long r = 0; r < random_n; r++) {
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        size_t n = (size_t)(seed % 600);
+        uint8_t *buf = malloc(n ? n : 1);
+        unsigned long long s = seed;
+        for (size_t i = 0; i < n; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            buf[i] = (uint8_t)(s >> 24);
+        }
+        LLVMFuzzerTestOneInput(buf, n);
+        free(buf);
+    }
+    printf("%s: replayed %d files and %lld random inputs\n", argv[0], files, random_n);
+    return errors ? 1 : 0;
+}

@@ -1,0 +1,72 @@
+/* Seeded synthetic inputs for the demo, the benchmarks and the tests: a DSA indexer workload, kNN
+ * embeddings and score matrices. Same seed, same bytes (on one machine and libm). */
+#ifndef LTK_TOOLS_GEN_H
+#define LTK_TOOLS_GEN_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "litetopk.h"
+
+/* ---- random numbers: xoshiro256** seeded by splitmix64 ------------------------------------ */
+typedef struct gen_rng {
+    uint64_t s[4];
+    double spare;
+    int has_spare;
+} gen_rng;
+
+void gen_rng_seed(gen_rng *r, uint64_t seed);
+uint64_t gen_u64(gen_rng *r);
+double gen_uniform(gen_rng *r); /* [0, 1) */
+double gen_normal(gen_rng *r);  /* N(0, 1) */
+
+/* ---- DSA indexer workload ----------------------------------------------------------------- */
+typedef struct gen_dsa_spec {
+    int64_t ctx;     /* keys before the first query (prefix already in the cache) */
+    int64_t T;       /* query tokens; key ctx + t is query t's own key, so S = ctx + T */
+    int32_t H, D;
+    ltk_dtype dtype; /* E4M3 (with per-key fp32 scales), BF16 or F32 */
+    uint64_t seed;
+    double rho;      /* correlation of adjacent queries' head vectors (0 = independent) */
+} gen_dsa_spec;
+
+typedef struct gen_dsa {
+    int64_t T, S;
+    int32_t H, D;
+    ltk_dtype dtype;
+    void *q;         /* [T, H, D] dtype */
+    void *kv;        /* [S, D] dtype */
+    float *kv_scale; /* [S]; NULL unless E4M3 */
+    float *weights;  /* [T, H], q scale * D^-0.5 * H^-0.5 folded in */
+    int32_t *ks, *ke;/* [T]: causal, ks = 0, ke = ctx + t + 1 */
+    double visible;  /* sum over t of ke - ks (for FLOP counts) */
+} gen_dsa;
+
+ltk_status gen_dsa_make(const gen_dsa_spec *spec, gen_dsa *out);
+void gen_dsa_free(gen_dsa *d);
+
+/* ---- kNN embeddings ----------------------------------------------------------------------- */
+/* Unit-norm vectors drawn from an anisotropic mixture of sqrt(N) clusters, so inner products look
+ * like real sentence-embedding cosines (mean ~0.3-0.5, a thin upper tail). Queries come from the
+ * same mixture. Output float32 [rows, D]. */
+ltk_status gen_embeddings(int64_t rows, int32_t D, int64_t clusters, uint64_t seed, uint64_t stream, float **out);
+
+/* ---- score matrices for select ------------------------------------------------------------ */
+typedef enum gen_score_dist {
+    GEN_SCORES_DSA = 0, /* bulk N(30, 2.5^2) plus a 1% exponential upper tail: concentrated like DSA rows */
+    GEN_SCORES_NORMAL,  /* N(0, 1) */
+    GEN_SCORES_OFFSET,  /* N(0, 1) + 100: shares high bits, hard for fp16-bucket radix selectors */
+    GEN_SCORES_TIES,    /* N(0, 1) rounded to 1/4: thousands of exact ties around the k-th */
+} gen_score_dist;
+
+int gen_score_dist_parse(const char *name, gen_score_dist *out);
+const char *gen_score_dist_name(gen_score_dist d);
+/* float32 [rows, cols]. */
+ltk_status gen_scores(int64_t rows, int64_t cols, gen_score_dist dist, uint64_t seed, float **out);
+
+/* Converts float32 to F32/F16/BF16/E4M3 storage (new buffer). */
+ltk_status gen_encode(const float *src, int64_t n, ltk_dtype dtype, void **out);
+/* Rounds in place to the values `dtype` can hold (what the library will see). */
+void gen_round_to(float *x, int64_t n, ltk_dtype dtype);
+
+#endif
