@@ -8,12 +8,12 @@ from ._ffi import (BackendUnavailableError, CudaError, FileError, InternalError,
                    LiteTopKError, OutOfMemoryError, UnsupportedError, WorkspaceTooSmallError, candidate_paths,
                    library_path)
 from ._ops import (IndexerState, Stats, backend_available, backends, fp8_mqa_topk, indexer_topk, info, knn_topk,
-                   select_topk, workspace_size)
+                   prefill, select_topk, workspace_size)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "indexer_topk", "fp8_mqa_topk", "knn_topk", "select_topk", "IndexerState", "Stats", "workspace_size",
+    "indexer_topk", "fp8_mqa_topk", "knn_topk", "select_topk", "prefill", "IndexerState", "Stats", "workspace_size",
     "info", "backends", "backend_available", "library_path", "candidate_paths",
     "LiteTopKError", "InvalidArgumentError", "UnsupportedError", "BackendUnavailableError", "OutOfMemoryError",
     "WorkspaceTooSmallError", "CudaError", "InternalError", "FileError",

@@ -151,6 +151,37 @@ class ltk_indexer_args(ctypes.Structure):
     ]
 
 
+PREFILL_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                                    ctypes.c_int64, ctypes.c_void_p)
+
+
+class ltk_prefill_args(ctypes.Structure):
+    _fields_ = [
+        ("L", ctypes.c_int64),
+        ("m", ctypes.c_int32),
+        ("H", ctypes.c_int32),
+        ("D", ctypes.c_int32),
+        ("k", ctypes.c_int32),
+        ("dtype", ctypes.c_int),
+        ("q", ctypes.c_void_p),
+        ("q_stride_t", ctypes.c_int64),
+        ("kv", ctypes.c_void_p),
+        ("kv_stride_s", ctypes.c_int64),
+        ("kv_scale", ctypes.c_void_p),
+        ("weights", ctypes.c_void_p),
+        ("w_stride_t", ctypes.c_int64),
+        ("chunk", ctypes.c_int64),
+        ("sample_size", ctypes.c_int32),
+        ("out_idx", ctypes.c_void_p),
+        ("out_scores", ctypes.c_void_p),
+        ("out_stride", ctypes.c_int64),
+        ("flags", ctypes.c_uint32),
+        ("callback", PREFILL_CALLBACK),
+        ("user", ctypes.c_void_p),
+        ("progress", ctypes.c_int),
+    ]
+
+
 class ltk_knn_args(ctypes.Structure):
     _fields_ = [
         ("B", ctypes.c_int64),
@@ -252,10 +283,28 @@ def _declare(lib):
         "ltk_info": (st, [ctypes.c_char_p, ctypes.c_size_t]),
         "ltk_dtype_size": (ctypes.c_size_t, [ctypes.c_int]),
     }
-    for name, (res, args) in sig.items():
-        fn = getattr(lib, name)
+    # newer entry points: a library built before them still loads, the Python call then says so
+    optional = {
+        "ltk_prefill_workspace_size": (st, [P, P, ctypes.POINTER(ctypes.c_size_t)]),
+        "ltk_prefill_run": (st, [P, P]),
+    }
+    for name, (res, args) in list(sig.items()) + list(optional.items()):
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            if name in optional:
+                continue
+            raise
         fn.restype = res
         fn.argtypes = args
+
+
+def entry(name):
+    """A library function, or UnsupportedError when the loaded library predates it."""
+    fn = getattr(lib(), name, None)
+    if fn is None or fn.argtypes is None:
+        raise UnsupportedError(LTK_EUNSUPPORTED, f"{name} is not in the loaded library ({library_path()}); rebuild it")
+    return fn
 
 
 def lib():

@@ -679,10 +679,10 @@ def workspace_size(op, *args, **kwargs) -> int:
 
     Parameters
     ----------
-    op : {"indexer", "fp8_mqa", "knn", "select"}
+    op : {"indexer", "fp8_mqa", "knn", "select", "prefill"}
     *args, **kwargs
         Exactly the arguments of :func:`indexer_topk`, :func:`fp8_mqa_topk`, :func:`knn_topk` or
-        :func:`select_topk` (``backend``, ``algo``, ``num_threads``, flags and output options matter).
+        :func:`select_topk` or :func:`prefill` (``backend``, ``algo``, ``num_threads``, flags and output options matter).
 
     Returns
     -------
@@ -722,7 +722,19 @@ def workspace_size(op, *args, **kwargs) -> int:
         a, ctx, *_ = _select_prepare(p["scores"], p["k"], p["starts"], p["ends"], p["sorted"], p["relative"], p["out"],
                                      p["backend"], p["algo"], p["dtype"], p["num_threads"], p["stream"])
         return _workspace_bytes(ctx, L.ltk_select_workspace_size, a)
-    raise ValueError(f"op={op!r}: expected 'indexer', 'fp8_mqa', 'knn' or 'select'")
+    if op == "prefill":
+        p = _bind(("q", "kv", "kv_scale", "weights", "topk"), args, kwargs,
+                  dict(m=1, chunk=0, sample_size=0, sorted=False, return_scores=False, out=None, store=True,
+                       callback=None, progress=False, backend="auto", algo="fused", dtype=None, num_threads=0,
+                       stream=None, return_workspace_bytes=False))
+        a, ctx, *_ = _prefill_prepare(p["q"], p["kv"], p["kv_scale"], p["weights"], p["topk"], p["m"], p["chunk"],
+                                      p["sample_size"], p["sorted"], p["return_scores"], p["out"], p["store"],
+                                      p["callback"], p["progress"], p["backend"], p["algo"], p["dtype"],
+                                      p["num_threads"], p["stream"])
+        if not p["store"]:
+            a.callback = _ffi.PREFILL_CALLBACK(lambda *x: 0)  # the size query only checks that one is set
+        return _workspace_bytes(ctx, _ffi.entry("ltk_prefill_workspace_size"), a)
+    raise ValueError(f"op={op!r}: expected 'indexer', 'fp8_mqa', 'knn', 'select' or 'prefill'")
 
 
 def _pad_args(args, kwargs, names):
@@ -906,3 +918,195 @@ def backend_available(backend: str) -> bool:
 def backends() -> dict:
     """Availability of every backend, e.g. ``{"ref": True, "cpu": True, "cuda": False}``."""
     return {n: backend_available(n) for n in ("ref", "cpu", "cuda")}
+
+
+# ---- whole-sequence prefill driver ---------------------------------------------------------------------
+class _DeviceView:
+    """__cuda_array_interface__ over a device pointer the library hands to the callback (no copy)."""
+
+    def __init__(self, ptr, shape, typestr, strides):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                         "strides": strides, "version": 2}
+
+
+def _view(ctx, ptr, rows, k, stride, dname):
+    """The callback's chunk rows as an array of the caller's framework (aliasing library memory)."""
+    if not ptr:
+        return None
+    item = 4
+    if ctx.is_cuda:
+        t = _torch()
+        typestr = "<i4" if dname == "int32" else "<f4"
+        return t.as_tensor(_DeviceView(ptr, (rows, k), typestr, (stride * item, item)),
+                           device=t.device("cuda", ctx.device[1]))
+    ctype = ctypes.c_int32 if dname == "int32" else ctypes.c_float
+    n = (rows - 1) * stride + k if rows else 0
+    flat = np.ctypeslib.as_array((ctype * max(n, 1)).from_address(ptr))
+    arr = np.lib.stride_tricks.as_strided(flat, (rows, k), (stride * item, item))
+    if ctx.like.is_torch:
+        return _torch().from_numpy(arr)
+    return arr
+
+
+def _prefill_prepare(q, kv, kv_scale, weights, topk, m, chunk, sample_size, sorted_, return_scores, out, store,
+                     callback, progress, backend, algo, dtype, num_threads, stream):
+    qa = wrap(q, "q", ndim=3)
+    kva = wrap(kv, "kv", ndim=2)
+    wa = wrap(weights, "weights", ndim=2)
+    sa = wrap(kv_scale, "kv_scale", ndim=(1, 2), optional=True)
+    topk = _check_k(topk, "indexer")
+    m = operator.index(m)
+    if m < 1:
+        raise ValueError(f"m={m} < 1")
+    chunk = operator.index(chunk)
+    if chunk < 0:
+        raise ValueError(f"chunk={chunk} < 0")
+    sample_size = operator.index(sample_size)
+    if sample_size < 0 or sample_size > (1 << 20):
+        raise ValueError(f"sample_size={sample_size} out of [0, 2^20]")
+    L, H, D = qa.shape
+    S = L // m
+    code = float_code(qa, dtype, _INDEXER_DTYPES, "the indexer")
+    if float_code(kva, dtype if dtype is not None else _raw_hint(kva, code), _INDEXER_DTYPES, "the indexer") != code:
+        raise TypeError(f"q ({qa.dname}) and kv ({kva.dname}) must have the same element type")
+    require_dtype(wa, "float32")
+    if kva.shape != (S, D):
+        raise ValueError(f"kv: expected shape ({S}, {D}) = (L // m, D), got {kva.shape}")
+    if wa.shape != (L, H):
+        raise ValueError(f"weights: expected shape ({L}, {H}), got {wa.shape}")
+    if sa is not None:
+        require_dtype(sa, "float32")
+        if sa.shape not in ((S,), (S, 1)) or sa.stride(0) not in (0, 1):
+            raise ValueError(f"kv_scale: expected a contiguous ({S},), got shape {sa.shape}")
+    _inner_contig(qa, (2,))
+    if qa.stride(1) not in (0, D):
+        raise ValueError(f"q: heads must be packed (stride(1) == D={D}, got {qa.strides[1]})")
+    _inner_contig(kva, (1,))
+    _inner_contig(wa, (1,))
+    device = same_device([qa, kva, wa, sa])
+    ctx = _Ctx(device, backend, algo, num_threads, stream, qa)
+    if callback is not None and not callable(callback):
+        raise TypeError("callback must be callable")
+    if not store and callback is None:
+        raise ValueError("store=False needs a callback: the results would be lost")
+    if out is None:
+        out = (None, None)
+    elif isinstance(out, (tuple, list)):
+        if len(out) != 2:
+            raise ValueError("out: expected (indices, scores)")
+    else:
+        out = (out, None)
+    if out[1] is not None:
+        return_scores = True
+    if store:
+        ia, sca = _outputs2(out, ("out indices", "out scores"), ((L, topk), (L, topk) if return_scores else None),
+                            ("int32", "float32"), ctx, L, topk)
+    else:
+        if out[0] is not None or return_scores:
+            raise ValueError("store=False writes no outputs: drop out= and return_scores")
+        ia = sca = None
+    a = _ffi.ltk_prefill_args()
+    a.L, a.m, a.H, a.D, a.k = L, m, H, D, topk
+    a.dtype = code
+    a.q, a.q_stride_t = qa.ptr or None, qa.stride(0)
+    a.kv, a.kv_stride_s = kva.ptr or None, kva.stride(0)
+    a.kv_scale = sa.ptr if sa is not None and sa.ptr else None
+    a.weights, a.w_stride_t = wa.ptr or None, wa.stride(0)
+    # Pass the effective chunk (<= L): the C driver sizes its range buffer with the clamped chunk but
+    # stages the unclamped one, overflowing it when chunk (or the default 8192) exceeds L.
+    a.chunk, a.sample_size = min(chunk or 8192, max(L, 1)), sample_size
+    a.out_idx = ia.ptr if ia is not None and ia.ptr else None
+    a.out_scores = sca.ptr if sca is not None and sca.ptr else None
+    a.out_stride = _row_stride(ia, sca)
+    a.flags = 0 if sorted_ else _ffi.FLAG_UNSORTED
+    a.progress = 1 if progress else 0
+    return a, ctx, ia, sca
+
+
+def prefill(q, kv, kv_scale, weights, topk, *, m=1, chunk=0, sample_size=0, sorted=False, return_scores=False,
+            out=None, store=True, callback=None, progress=False, backend="auto", algo="fused", workspace=None,
+            dtype=None, num_threads=0, stream=None, return_workspace_bytes=False):
+    """Indexer top-k over a whole sequence, chunk by chunk, with the hot set carried between chunks.
+
+    Token ``t`` sees the (CSA-compressed) keys ``j < (t + 1) // m`` (``m = 1``: causal DSA, ``j <= t``).
+    Memory besides the outputs is bounded independently of ``L`` (one chunk's workspace).
+
+    Parameters
+    ----------
+    q : array [L, H, D]
+        Indexer queries of every token (float8_e4m3fn, bfloat16 or float32; layout as in
+        :func:`indexer_topk`).
+    kv : array [L // m, D]
+        Compressed indexer keys, same element type.
+    kv_scale : float32 array [L // m], or None
+    weights : float32 array [L, H]
+    topk : int
+        1 <= topk <= 8192.
+    m : int, default 1
+        Compression ratio (4 for DeepSeek-V4 CSA).
+    chunk : int, default 0
+        Query rows per chunk (0 = 8192).
+    sample_size : int, default 0
+        Hot-set size (0 = 3 * topk).
+    sorted, return_scores
+        As in :func:`indexer_topk`. Indices are absolute key positions, ``-1`` padded.
+    out : array [L, topk] int32, or (indices, scores), optional
+    store : bool, default True
+        False (with a callback) writes no ``[L, topk]`` output: each chunk's rows live only in the
+        workspace during the callback, so the whole run needs memory independent of ``L``.
+    callback : callable ``f(first_row, indices, scores)``, optional
+        Called after each chunk with that chunk's rows ``[rows, topk]`` (``scores`` None unless
+        requested): arrays of the caller's framework that alias library memory, valid only during the
+        call; on CUDA, device tensors whose values are produced on the call's stream (enqueue work on
+        that stream to consume them). An exception raised in the callback stops the run and
+        propagates.
+    progress : bool
+        One line per chunk on stderr.
+    backend, algo, workspace, dtype, num_threads, stream
+        As in :func:`indexer_topk`. The CUDA driver waits for each chunk before staging the next
+        chunk's ranges, so the call is not graph-capturable.
+    return_workspace_bytes : bool
+        Also return the bytes of auxiliary memory used (the workspace).
+
+    Returns
+    -------
+    indices : int32 array [L, topk] (None with ``store=False``)
+    scores : float32 array [L, topk], only with ``return_scores``
+    workspace_bytes : int, only with ``return_workspace_bytes``
+    """
+    a, ctx, ia, sca = _prefill_prepare(q, kv, kv_scale, weights, topk, m, chunk, sample_size, sorted, return_scores,
+                                       out, store, callback, progress, backend, algo, dtype, num_threads, stream)
+    run_fn = _ffi.entry("ltk_prefill_run")
+    ws_fn = _ffi.entry("ltk_prefill_workspace_size")
+    failure = []
+    if callback is not None:
+        def trampoline(first_row, rows, idx_ptr, sc_ptr, stride, user):
+            try:
+                callback(int(first_row), _view(ctx, idx_ptr, rows, a.k, stride, "int32"),
+                         _view(ctx, sc_ptr, rows, a.k, stride, "float32"))
+                return 0
+            except BaseException as e:  # an exception must not unwind through C frames
+                failure.append(e)
+                return 1
+        a.callback = _ffi.PREFILL_CALLBACK(trampoline)
+    need = _workspace_bytes(ctx, ws_fn, a)
+    ws_keep = None
+    if workspace is None and ctx.is_cuda and need:
+        with ctx.on_stream():
+            ws_keep = _torch().empty(need, dtype=_torch().uint8, device=_torch().device("cuda", ctx.device[1]))
+        workspace = ws_keep
+    try:
+        _run("prefill", ctx, run_fn, ws_fn, a, a.L, workspace, None)
+    except LiteTopKErrorTypes as e:
+        if failure:
+            raise failure[0] from e
+        raise
+    if failure:
+        raise failure[0]
+    res = None if ia is None else (ia.obj if sca is None else (ia.obj, sca.obj))
+    if return_workspace_bytes:
+        return res, need
+    return res
+
+
+LiteTopKErrorTypes = _ffi.LiteTopKError

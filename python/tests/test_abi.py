@@ -16,6 +16,7 @@ STRUCTS = {
     "ltk_indexer_args": _ffi.ltk_indexer_args,
     "ltk_knn_args": _ffi.ltk_knn_args,
     "ltk_select_args": _ffi.ltk_select_args,
+    "ltk_prefill_args": _ffi.ltk_prefill_args,
 }
 
 
