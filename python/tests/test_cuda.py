@@ -267,3 +267,24 @@ def test_cuda_stats_and_errors():
     with litetopk.IndexerState(8, backend="cpu") as hs:
         with pytest.raises(ValueError, match="backend"):
             litetopk.indexer_topk(q8, k8, sc, w, ks, ke, 64, state=hs)
+
+
+@needs_backend
+def test_cuda_prefill_equals_direct_and_callback():
+    L, m, k, C = 2048, 4, 128, 512
+    q8, k8, sc, w, _, _ = fp8_problem(T=L, S=L // m, H=8, D=64, seed=11)
+    ks = torch.zeros(L, dtype=torch.int32, device=DEV)
+    ke = ((torch.arange(L, device=DEV) + 1) // m).to(torch.int32)
+    ref = supported(litetopk.indexer_topk, q8, k8, sc, w, ks, ke, k, relative=False, sorted=True)
+    got, nbytes = supported(litetopk.prefill, q8, k8, sc, w, k, m=m, chunk=C, sorted=True,
+                            return_workspace_bytes=True)
+    assert torch.equal(got, ref) and nbytes > 0
+    buf = torch.full((L, k), -9, dtype=torch.int32, device=DEV)
+
+    def cb(first, idx, scores):
+        assert idx.device == DEV and idx.shape == (C, k) and scores is None
+        buf[first:first + idx.shape[0]].copy_(idx)  # on the same stream: ordered before the next chunk
+
+    assert litetopk.prefill(q8, k8, sc, w, k, m=m, chunk=C, sorted=True, store=False, callback=cb) is None
+    torch.cuda.synchronize()
+    assert torch.equal(buf, ref)
