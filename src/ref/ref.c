@@ -137,7 +137,7 @@ static ltk_status ref_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, si
             double s;
             if (a->metric == LTK_METRIC_IP) s = dot;
             else if (a->metric == LTK_METRIC_L2) s = -(qn + xn[i] - 2.0 * dot); /* ranked as -distance */
-            else s = (qn > 0.0 && xn[i] > 0.0) ? dot / (sqrt(qn) * sqrt(xn[i])) : 0.0;
+            else s = (qn == 0.0 || xn[i] == 0.0) ? 0.0 : dot / (sqrt(qn) * sqrt(xn[i])); /* NaN norms stay NaN */
             row[i].score = s;
             row[i].idx = i;
         }
