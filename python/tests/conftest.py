@@ -2,6 +2,7 @@
 <checkout>/build*/liblitetopk.so or $LTK_LIBRARY)."""
 import os
 import sys
+import zlib
 
 try:
     import litetopk  # noqa: F401
@@ -15,8 +16,8 @@ import pytest
 
 @pytest.fixture
 def rng(request):
-    # a fixed seed per test: failures reproduce
-    return np.random.default_rng(abs(hash(request.node.nodeid)) % (2**32))
+    # a fixed seed per test (crc32, not hash(): str hashes change per process): failures reproduce
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
 def pytest_report_header(config):
