@@ -140,9 +140,15 @@ def float_code(a: Arr, explicit, allowed, what: str) -> int:
     """ltk_dtype of `a`; raw uint8/uint16/int16 storage needs `explicit` (e.g. "e4m3", "bf16")."""
     exp = None
     if explicit is not None:
-        key = explicit if isinstance(explicit, str) else str(explicit).replace("torch.", "")
-        if hasattr(explicit, "name") and not isinstance(explicit, str):  # numpy dtype / type
-            key = np.dtype(explicit).name
+        if isinstance(explicit, str):
+            key = explicit
+        elif str(explicit).startswith("torch."):
+            key = str(explicit)[len("torch."):]
+        else:
+            try:  # numpy dtype or scalar type (ml_dtypes types included)
+                key = np.dtype(explicit).name
+            except TypeError:
+                key = str(explicit)
         exp = DTYPE_ALIASES.get(key.lower())
         if exp is None:
             raise TypeError(f"dtype={explicit!r}: expected one of {sorted(set(DTYPE_ALIASES))}")

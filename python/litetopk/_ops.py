@@ -132,6 +132,8 @@ class _Ctx:
             raise ValueError("stream= is only meaningful for CUDA tensors")
         if state is not None:
             state._check_open()
+            if self.is_cuda and state._device is not None and state._device.index != self.device[1]:
+                raise ValueError(f"state lives on {state._device}, the tensors on cuda:{self.device[1]}")
             if state._backend != self.backend:
                 raise ValueError(f"state belongs to backend '{_ffi.BACKEND_NAMES[state._backend]}', "
                                  f"the call runs on '{_ffi.BACKEND_NAMES[self.backend]}'")

@@ -50,9 +50,9 @@ def bf16_decode(u16):
 
 def indexer_scores(q, kv, kv_scale, w):
     """float64 I[t, s] for decoded float inputs q [T,H,D], kv [S,D], kv_scale [S] or None, w [T,H]."""
-    dots = np.einsum("thd,sd->ths", q.astype(np.float64), kv.astype(np.float64))
+    dots = np.einsum("thd,sd->ths", q.astype(np.float64), kv.astype(np.float64), optimize=True)
     relu = np.where(np.isnan(dots), dots, np.maximum(dots, 0.0))
-    s = np.einsum("ths,th->ts", relu, w.astype(np.float64))
+    s = np.einsum("ths,th->ts", relu, w.astype(np.float64), optimize=True)
     if kv_scale is not None:
         s = s * np.asarray(kv_scale, np.float64)[None, :]
     return s
@@ -60,8 +60,8 @@ def indexer_scores(q, kv, kv_scale, w):
 
 def indexer_abs_scale(q, kv, kv_scale, w):
     """max_s of sum_h |w| |q|.|k| |scale| per row: the magnitude the rounding error scales with."""
-    a = np.einsum("thd,sd->ths", np.abs(q.astype(np.float64)), np.abs(kv.astype(np.float64)))
-    s = np.einsum("ths,th->ts", a, np.abs(w.astype(np.float64)))
+    a = np.einsum("thd,sd->ths", np.abs(q.astype(np.float64)), np.abs(kv.astype(np.float64)), optimize=True)
+    s = np.einsum("ths,th->ts", a, np.abs(w.astype(np.float64)), optimize=True)
     if kv_scale is not None:
         s = s * np.abs(np.asarray(kv_scale, np.float64))[None, :]
     return np.nan_to_num(s, nan=0.0, posinf=0.0).max(axis=1) if s.shape[1] else np.zeros(s.shape[0])

@@ -27,7 +27,7 @@ def test_cuda_tensors_without_cuda_backend_raise():
     x = torch.randn(4, 100, device=DEV)
     with pytest.raises(litetopk.BackendUnavailableError, match="cuda"):
         litetopk.select_topk(x, 5)
-    q8, k8, sc, w, ks, ke = fp8_problem(T=4, S=64, H=2, D=16)
+    q8, k8, sc, w, ks, ke = fp8_problem(T=4, S=64, H=32, D=128)
     with pytest.raises(RuntimeError):
         litetopk.fp8_mqa_topk((q8, None), (k8, sc), w, ks, ke, 8)
     with pytest.raises(RuntimeError):
@@ -94,7 +94,7 @@ def test_cuda_select_equals_cpu():
 
 @needs_backend
 def test_cuda_indexer_vs_oracle_and_materialize():
-    q8, k8, sc, w, ks, ke = fp8_problem(T=48, S=3000, H=16, D=64, seed=2)
+    q8, k8, sc, w, ks, ke = fp8_problem(T=32, S=3000, H=32, D=128, seed=2)
     k = 256
     i, s = supported(litetopk.indexer_topk, q8, k8, sc, w, ks, ke, k, sorted=True, return_scores=True)
     assert i.device == DEV and i.dtype == torch.int32
@@ -144,7 +144,7 @@ def test_cuda_uses_current_stream_without_host_sync():
     g = torch.Generator(device=DEV).manual_seed(4)
     x = torch.randn(32, 20000, device=DEV, generator=g)
     ev, ei = supported(litetopk.select_topk, x, 100)
-    q8, k8, sc, w, ks, ke = fp8_problem(T=16, S=2048, H=8, D=64, seed=5)
+    q8, k8, sc, w, ks, ke = fp8_problem(T=16, S=2048, H=64, D=128, seed=5)
     e_idx = supported(litetopk.indexer_topk, q8, k8, sc, w, ks, ke, 64, sorted=True)
     torch.cuda.synchronize()
     side = torch.cuda.Stream()
@@ -180,7 +180,7 @@ def test_cuda_uses_current_stream_without_host_sync():
 
 @needs_backend
 def test_cuda_graph_capture_with_workspace():
-    q8, k8, sc, w, ks, ke = fp8_problem(T=32, S=4096, H=16, D=128, seed=6)
+    q8, k8, sc, w, ks, ke = fp8_problem(T=32, S=4096, H=64, D=128, seed=6)
     k = 256
     n = litetopk.workspace_size("indexer", q8, k8, sc, w, ks, ke, k)
     ws = torch.empty(max(n, 1), dtype=torch.uint8, device=DEV)
@@ -199,7 +199,7 @@ def test_cuda_graph_capture_with_workspace():
     with torch.cuda.graph(g):
         litetopk.indexer_topk(q8, k8, sc, w, ks, ke, k, sorted=True, out=out, workspace=ws)
         litetopk.select_topk(x, 128, out=(sv, si), workspace=ws2)
-    q2, k2, sc2, w2, _, _ = fp8_problem(T=32, S=4096, H=16, D=128, seed=7)
+    q2, k2, sc2, w2, _, _ = fp8_problem(T=32, S=4096, H=64, D=128, seed=7)
     q8.copy_(q2), k8.copy_(k2), sc.copy_(sc2), w.copy_(w2)
     x.copy_(torch.randn_like(x))
     g.replay()
@@ -212,7 +212,7 @@ def test_cuda_graph_capture_with_workspace():
 
 @needs_backend
 def test_cuda_state_across_chunks():
-    q8, k8, sc, w, ks, ke = fp8_problem(T=64, S=4096, H=8, D=64, seed=8, ctx=4096 - 64)
+    q8, k8, sc, w, ks, ke = fp8_problem(T=64, S=4096, H=32, D=128, seed=8, ctx=4096 - 64)
     k = 128
     full = supported(litetopk.indexer_topk, q8, k8, sc, w, ks, ke, k, sorted=True)
     with litetopk.IndexerState(3 * k, backend="cuda") as st:
@@ -246,7 +246,7 @@ def test_cuda_knn_equals_cpu():
 
 @needs_backend
 def test_cuda_stats_and_errors():
-    q8, k8, sc, w, ks, ke = fp8_problem(T=8, S=1024, H=8, D=64, seed=10)
+    q8, k8, sc, w, ks, ke = fp8_problem(T=8, S=1024, H=64, D=128, seed=10)
     st = litetopk.Stats(per_row=True)
     supported(litetopk.indexer_topk, q8, k8, sc, w, ks, ke, 64, stats=st)
     assert st.rows == 8 and st.row_candidates.shape == (8,)
@@ -272,7 +272,7 @@ def test_cuda_stats_and_errors():
 @needs_backend
 def test_cuda_prefill_equals_direct_and_callback():
     L, m, k, C = 2048, 4, 128, 512
-    q8, k8, sc, w, _, _ = fp8_problem(T=L, S=L // m, H=8, D=64, seed=11)
+    q8, k8, sc, w, _, _ = fp8_problem(T=L, S=L // m, H=64, D=128, seed=11)
     ks = torch.zeros(L, dtype=torch.int32, device=DEV)
     ke = ((torch.arange(L, device=DEV) + 1) // m).to(torch.int32)
     ref = supported(litetopk.indexer_topk, q8, k8, sc, w, ks, ke, k, relative=False, sorted=True)
