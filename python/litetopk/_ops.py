@@ -811,7 +811,8 @@ class IndexerState:
         if self._backend == _ffi.BACKEND_CUDA:
             t = _torch()
             if device is not None and t is not None:
-                self._device = t.device("cuda", device) if isinstance(device, int) else t.device(device)
+                d = t.device("cuda", device) if isinstance(device, int) else t.device(device)
+                self._device = d if d.index is not None else t.device("cuda", t.cuda.current_device())
             elif t is not None and t.cuda.is_available():
                 self._device = t.device("cuda", t.cuda.current_device())
         self.sample_size = sample_size
