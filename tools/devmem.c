@@ -21,7 +21,9 @@ static ltk_status cuda_fail(cudaError_t e, const char *what) {
     } while (0)
 #endif
 
+#ifndef LTK_WITH_CUDA
 static ltk_status no_device(void) { return tool_fail(LTK_ENOBACKEND, "no device (this build has no CUDA support)"); }
+#endif
 
 double devmem_now_s(void) {
     struct timespec ts;

@@ -29,6 +29,8 @@ typedef struct fz {
     const uint8_t *p;
     size_t n;
     uint64_t lcg; /* continues deterministically once the bytes run out */
+    int param;    /* number of the current choice */
+    int evil;     /* the choice allowed to be invalid: 0 none, -1 every one */
 } fz;
 
 static uint8_t fz_u8(fz *f) {
@@ -46,19 +48,32 @@ static uint32_t fz_u32(fz *f) {
     return v;
 }
 
-/* A dimension: usually small, sometimes one of the boundary values. */
-static int64_t fz_dim(fz *f, int64_t small_max, const int64_t *special, int nspecial) {
+/* Whether the next choice may take invalid values. Most inputs keep all choices valid but one, so
+ * the calls get past validation and each rejection path is reached on its own. */
+static int fz_bad(fz *f) {
+    f->param++;
+    return f->evil == -1 || f->evil == f->param;
+}
+
+/* Index into a table whose first `nvalid` entries are valid. */
+static int fz_pick(fz *f, int nvalid, int ntotal) { return fz_u8(f) % (fz_bad(f) ? ntotal : nvalid); }
+
+/* A dimension: usually small; when allowed, sometimes one of the boundary values. */
+static int64_t fz_dim(fz *f, int64_t valid_min, int64_t small_max, const int64_t *special, int nspecial) {
     uint8_t sel = fz_u8(f);
+    int bad = fz_bad(f);
+    if (!bad) sel = 0;
     if (sel < 216 || nspecial == 0) {
         uint32_t lo = fz_u8(f), hi = fz_u8(f);
-        return (int64_t)(lo | hi << 8) % (small_max + 1);
+        int64_t from = bad ? 0 : valid_min;
+        return from + (int64_t)(lo | hi << 8) % (small_max - from + 1);
     }
     return special[sel % nspecial];
 }
 
 /* A stride: 0 (default), the minimum, the minimum plus a little, or one short (invalid). */
 static int64_t fz_stride(fz *f, int64_t minimum) {
-    switch (fz_u8(f) % 8) {
+    switch (fz_u8(f) % (fz_bad(f) ? 8 : 6)) {
     case 0: case 1: case 2: return 0;
     case 3: return minimum;
     case 4: case 5: return minimum + 1 + fz_u8(f) % 7;
@@ -78,6 +93,14 @@ static float fz_value(fz *f) {
     case 5: return 3.0e38f;
     default: return (float)(int8_t)b / 4.0f; /* many exact ties */
     }
+}
+
+/* Outcome counts, printed at exit with LTK_FUZZ_STATS=1 (to judge how deep a corpus reaches). */
+static long long outcome[3][2];
+static void print_outcomes(void) {
+    static const char *names[3] = {"select", "knn", "indexer"};
+    for (int i = 0; i < 3; i++)
+        fprintf(stderr, "fuzz-args: %-8s %lld ok, %lld rejected\n", names[i], outcome[i][0], outcome[i][1]);
 }
 
 static void die(const char *op, const char *what) {
@@ -165,11 +188,10 @@ static void fz_exec_make(fz *f, fz_exec *x, int64_t rows) {
                                    LTK_BACKEND_AUTO, 7, -1};
     static const int algos[] = {LTK_ALGO_FUSED, LTK_ALGO_FUSED, LTK_ALGO_MATERIALIZE, LTK_ALGO_SCORE_ONLY, 5, -2};
     static const int threads[] = {0, 1, 2, 3, -1};
-    uint8_t b = fz_u8(f);
-    x->exec.backend = (ltk_backend)backends[b % 7];
-    x->exec.algo = (ltk_algo)algos[(b >> 3) % 6];
-    x->exec.num_threads = threads[fz_u8(f) % 5];
-    x->ws_mode = fz_u8(f) % 5; /* 0,1: none  2: exact  3: one byte short  4: NULL with a size */
+    x->exec.backend = (ltk_backend)backends[fz_pick(f, 5, 7)];
+    x->exec.algo = (ltk_algo)algos[fz_pick(f, 4, 6)];
+    x->exec.num_threads = threads[fz_pick(f, 4, 5)];
+    x->ws_mode = fz_pick(f, 3, 5); /* 0,1: none  2: exact  3: one byte short  4: NULL with a size */
     if (fz_u8(f) % 2) {
         x->exec.stats = &x->stats;
         if (rows >= 0 && rows <= 4096 && fz_u8(f) % 2) {
@@ -255,24 +277,24 @@ static void fuzz_select(fz *f) {
     const char *op = "select";
     ltk_select_args a;
     memset(&a, 0, sizeof a);
-    a.rows = fz_dim(f, 6, sp_rows, 6);
-    a.cols = fz_dim(f, 300, sp_cols, 6);
-    int64_t k64 = fz_dim(f, 40, sp_k, 7);
+    a.rows = fz_dim(f, 0, 6, sp_rows, 6);
+    a.cols = fz_dim(f, 0, 300, sp_cols, 6);
+    int64_t k64 = fz_dim(f, 1, 40, sp_k, 7);
     a.k = (int32_t)k64;
-    a.dtype = (ltk_dtype)dtypes[fz_u8(f) % 6];
+    a.dtype = (ltk_dtype)dtypes[fz_pick(f, 4, 6)];
     a.row_stride = fz_stride(f, a.cols);
     a.out_stride = fz_stride(f, a.k);
-    a.flags = fz_u8(f) % 8 == 0 ? (uint32_t)fz_u8(f) : (uint32_t)(fz_u8(f) % 4);
+    a.flags = fz_bad(f) ? (uint32_t)fz_u8(f) : (uint32_t)(fz_u8(f) % 4);
     size_t es = ltk_dtype_size(a.dtype) ? ltk_dtype_size(a.dtype) : 4;
     int64_t n_scores = span(a.rows, a.cols, a.row_stride);
     int64_t n_out = span(a.rows, a.k, a.out_stride);
-    uint8_t ptrs = fz_u8(f);
+    uint8_t ptrs = fz_bad(f) ? fz_u8(f) : (fz_u8(f) & 4); /* out_scores is optional */
     void *scores = (ptrs & 1) ? NULL : alloc_exact(n_scores, es);
     if (scores) fill_values(f, scores, n_scores, ltk_dtype_size(a.dtype) ? a.dtype : LTK_DTYPE_F32);
     int32_t *out_idx = (ptrs & 2) ? NULL : alloc_out(n_out, 4);
     float *out_scores = (ptrs & 4) ? NULL : alloc_out(n_out, 4);
     int32_t *starts = NULL, *ends = NULL;
-    uint8_t rmode = fz_u8(f) % 6;
+    uint8_t rmode = (uint8_t)fz_pick(f, 4, 6);
     if (rmode >= 3 && a.rows >= 0 && a.rows <= CAP_ELEMS) {
         starts = alloc_exact(a.rows, 4), ends = alloc_exact(a.rows, 4);
         for (int64_t r = 0; r < a.rows; r++) {
@@ -290,7 +312,8 @@ static void fuzz_select(fz *f) {
     size_t need = 0;
     ltk_status wst = ltk_select_workspace_size(&a, &x.exec, &need);
     void *ws = fz_exec_workspace(&x, wst, need);
-    ltk_status st = ltk_select_topk(fz_u8(f) == 0 ? NULL : &a, &x.exec);
+    ltk_status st = ltk_select_topk(fz_bad(f) && fz_u8(f) == 0 ? NULL : &a, &x.exec);
+    outcome[0][st != LTK_OK]++;
     if (st != LTK_OK && !ltk_last_error()[0]) die(op, "error without a message");
     int64_t ostride = a.out_stride ? a.out_stride : a.k;
     check_untouched(op, out_idx, a.rows, a.k, ostride, n_out, 4);
@@ -368,21 +391,21 @@ static void fuzz_knn(fz *f) {
     const char *op = "knn";
     ltk_knn_args a;
     memset(&a, 0, sizeof a);
-    a.B = fz_dim(f, 5, sp_b, 5);
-    a.N = fz_dim(f, 150, sp_n, 5);
-    a.D = (int32_t)fz_dim(f, 24, sp_d, 5);
-    a.k = (int32_t)fz_dim(f, 30, sp_k, 6);
-    a.dtype = (ltk_dtype)dtypes[fz_u8(f) % 6];
-    a.metric = (ltk_metric)metrics[fz_u8(f) % 6];
+    a.B = fz_dim(f, 0, 5, sp_b, 5);
+    a.N = fz_dim(f, 0, 150, sp_n, 5);
+    a.D = (int32_t)fz_dim(f, 1, 24, sp_d, 5);
+    a.k = (int32_t)fz_dim(f, 1, 30, sp_k, 6);
+    a.dtype = (ltk_dtype)dtypes[fz_pick(f, 4, 6)];
+    a.metric = (ltk_metric)metrics[fz_pick(f, 4, 6)];
     a.q_stride = fz_stride(f, a.D);
     a.base_stride = fz_stride(f, a.D);
     a.out_stride = fz_stride(f, a.k);
-    a.flags = fz_u8(f) % 8 == 0 ? (uint32_t)fz_u8(f) : (uint32_t)(fz_u8(f) % 2);
+    a.flags = fz_bad(f) ? (uint32_t)fz_u8(f) : (uint32_t)(fz_u8(f) % 2);
     size_t es = ltk_dtype_size(a.dtype) ? ltk_dtype_size(a.dtype) : 4;
     ltk_dtype fill = ltk_dtype_size(a.dtype) ? a.dtype : LTK_DTYPE_F32;
     int64_t n_q = span(a.B, a.D, a.q_stride), n_b = span(a.N, a.D, a.base_stride), n_out = span(a.B, a.k, a.out_stride);
     if ((double)a.B * (double)a.N * (double)a.D > 4e6) n_b = -1; /* keep runs short */
-    uint8_t ptrs = fz_u8(f);
+    uint8_t ptrs = fz_bad(f) ? fz_u8(f) : (fz_u8(f) & 8); /* out_scores is optional */
     void *q = (ptrs & 1) ? NULL : alloc_exact(n_q, es);
     void *base = (ptrs & 2) ? NULL : alloc_exact(n_b, es);
     if (q) fill_values(f, q, n_q, fill);
@@ -397,6 +420,7 @@ static void fuzz_knn(fz *f) {
     ltk_status wst = ltk_knn_workspace_size(&a, &x.exec, &need);
     void *ws = fz_exec_workspace(&x, wst, need);
     ltk_status st = ltk_knn_topk(&a, &x.exec);
+    outcome[1][st != LTK_OK]++;
     if (st != LTK_OK && !ltk_last_error()[0]) die(op, "error without a message");
     int64_t ostride = a.out_stride ? a.out_stride : a.k;
     check_untouched(op, out_idx, a.B, a.k, ostride, n_out, 8);
@@ -437,24 +461,24 @@ static void fuzz_indexer(fz *f) {
     const char *op = "indexer";
     ltk_indexer_args a;
     memset(&a, 0, sizeof a);
-    a.T = fz_dim(f, 4, sp_t, 5);
-    a.S = fz_dim(f, 200, sp_s, 5);
-    a.H = (int32_t)fz_dim(f, 6, sp_h, 5);
-    a.D = (int32_t)fz_dim(f, 20, sp_d, 5);
-    a.k = (int32_t)fz_dim(f, 40, sp_k, 6);
-    a.dtype = (ltk_dtype)dtypes[fz_u8(f) % 6];
+    a.T = fz_dim(f, 0, 4, sp_t, 5);
+    a.S = fz_dim(f, 0, 200, sp_s, 5);
+    a.H = (int32_t)fz_dim(f, 1, 6, sp_h, 5);
+    a.D = (int32_t)fz_dim(f, 1, 20, sp_d, 5);
+    a.k = (int32_t)fz_dim(f, 1, 40, sp_k, 6);
+    a.dtype = (ltk_dtype)dtypes[fz_pick(f, 4, 6)];
     int64_t hd = (int64_t)a.H * a.D;
     a.q_stride_t = fz_stride(f, hd);
     a.kv_stride_s = fz_stride(f, a.D);
     a.w_stride_t = fz_stride(f, a.H);
     a.out_stride = fz_stride(f, a.k);
-    a.flags = fz_u8(f) % 8 == 0 ? (uint32_t)fz_u8(f) : (uint32_t)(fz_u8(f) % 4);
+    a.flags = fz_bad(f) ? (uint32_t)fz_u8(f) : (uint32_t)(fz_u8(f) % 4);
     size_t es = ltk_dtype_size(a.dtype) ? ltk_dtype_size(a.dtype) : 1;
     ltk_dtype fill = ltk_dtype_size(a.dtype) ? a.dtype : LTK_DTYPE_E4M3;
     int64_t n_q = span(a.T, hd, a.q_stride_t), n_kv = span(a.S, a.D, a.kv_stride_s);
     int64_t n_w = span(a.T, a.H, a.w_stride_t), n_out = span(a.T, a.k, a.out_stride);
     if ((double)a.T * (double)a.S * (double)hd > 4e6) n_kv = -1; /* keep runs short */
-    uint8_t ptrs = fz_u8(f);
+    uint8_t ptrs = fz_bad(f) ? fz_u8(f) : (fz_u8(f) & (4 | 32)); /* kv_scale and out_scores are optional */
     void *q = (ptrs & 1) ? NULL : alloc_exact(n_q, es);
     void *kv = (ptrs & 2) ? NULL : alloc_exact(n_kv, es);
     float *kv_scale = (ptrs & 4) ? alloc_exact(a.S >= 0 && a.S <= CAP_ELEMS ? a.S : -1, 4) : NULL;
@@ -466,7 +490,7 @@ static void fuzz_indexer(fz *f) {
     if (kv_scale) fill_values(f, kv_scale, a.S, LTK_DTYPE_F32);
     if (w) fill_values(f, w, n_w, LTK_DTYPE_F32);
     int32_t *ks = NULL, *ke = NULL;
-    uint8_t rmode = fz_u8(f) % 6;
+    uint8_t rmode = (uint8_t)fz_pick(f, 4, 6);
     if (rmode >= 2 && a.T >= 0 && a.T <= CAP_ELEMS) {
         ks = alloc_exact(a.T, 4), ke = alloc_exact(a.T, 4);
         int64_t s_cap = a.S > 0 && a.S <= CAP_ELEMS ? a.S : 0;
@@ -485,11 +509,11 @@ static void fuzz_indexer(fz *f) {
     fz_exec x;
     fz_exec_make(f, &x, a.T);
     ltk_indexer_state *state = NULL;
-    uint8_t smode = fz_u8(f) % 4;
+    uint8_t smode = (uint8_t)fz_pick(f, 3, 4);
     if (smode) {
         static const int32_t sizes[] = {1, 3, 7, 64, 0, -1, (1 << 20) + 1};
         ltk_backend sb = smode == 3 ? LTK_BACKEND_REF : ltk_backend_resolve(x.exec.backend);
-        if (ltk_indexer_state_create(sb, sizes[fz_u8(f) % 7], &state) == LTK_OK && fz_u8(f) % 2) {
+        if (ltk_indexer_state_create(sb, sizes[fz_pick(f, 4, 7)], &state) == LTK_OK && fz_u8(f) % 2) {
             int32_t seed_keys[16];
             int32_t count = fz_u8(f) % 17;
             int64_t range = a.S > 0 && a.S < (1 << 20) ? a.S + 8 : 8;
@@ -502,6 +526,7 @@ static void fuzz_indexer(fz *f) {
     ltk_status wst = ltk_indexer_workspace_size(&a, &x.exec, &need);
     void *ws = fz_exec_workspace(&x, wst, need);
     ltk_status st = ltk_indexer_topk(&a, &x.exec);
+    outcome[2][st != LTK_OK]++;
     if (st != LTK_OK && !ltk_last_error()[0]) die(op, "error without a message");
     int64_t ostride = a.out_stride ? a.out_stride : a.k;
     check_untouched(op, out_idx, a.T, a.k, ostride, n_out, 4);
@@ -548,11 +573,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!once) {
         /* AUTO must never pick a GPU here: every pointer is host memory. */
         setenv("LTK_BACKEND", "cpu", 1);
+        const char *show = getenv("LTK_FUZZ_STATS");
+        if (show && *show == '1') atexit(print_outcomes);
         once = 1;
     }
-    fz f = {data, size, 0x9e3779b97f4a7c15ull ^ size};
+    fz f = {data, size, 0x9e3779b97f4a7c15ull ^ size, 0, 0};
     for (size_t i = 0; i < size && i < 16; i++) f.lcg = f.lcg * 31 + data[i];
-    switch (fz_u8(&f) % 3) {
+    uint8_t op = fz_u8(&f), mode = fz_u8(&f);
+    /* Half the inputs all-valid, most others with one invalid choice, a few with anything goes. */
+    f.evil = mode < 128 ? 0 : mode < 232 ? 1 + mode % 24 : -1;
+    switch (op % 3) {
     case 0: fuzz_select(&f); break;
     case 1: fuzz_knn(&f); break;
     default: fuzz_indexer(&f); break;

@@ -1,6 +1,7 @@
 /* Plain driver for the fuzz targets when libFuzzer is not available (gcc builds, ctest):
  *   fuzz-xxx [--random N] [--seed S] [FILE|DIR]...
- * replays every file (directories: every regular file inside), then N pseudo-random inputs. */
+ * replays every file (directories: every regular file inside), then N pseudo-random inputs: half of
+ * them mutations of the replayed files (bytes flipped, truncated, extended), half fresh bytes. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,6 +10,25 @@
 #include <sys/stat.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static uint8_t **seeds;
+static size_t *seed_sizes, nseeds;
+
+static void keep_seed(const uint8_t *data, size_t n) {
+    uint8_t **s2 = realloc(seeds, sizeof *seeds * (nseeds + 1));
+    size_t *z2 = realloc(seed_sizes, sizeof *seed_sizes * (nseeds + 1));
+    if (!s2 || !z2) return;
+    seeds = s2, seed_sizes = z2;
+    seeds[nseeds] = malloc(n ? n : 1);
+    if (!seeds[nseeds]) return;
+    memcpy(seeds[nseeds], data, n);
+    seed_sizes[nseeds++] = n;
+}
+
+static unsigned long long next_rand(unsigned long long *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
 
 static int replay_file(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -34,6 +54,7 @@ static int replay_file(const char *path) {
     memcpy(exact, buf, n);
     free(buf);
     LLVMFuzzerTestOneInput(exact, n);
+    keep_seed(exact, n);
     free(exact);
     return 0;
 }
@@ -67,17 +88,31 @@ int main(int argc, char **argv) {
         }
     }
     for (long long r = 0; r < random_n; r++) {
-        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-        size_t n = (size_t)(seed % 600);
-        uint8_t *buf = malloc(n ? n : 1);
-        unsigned long long s = seed;
-        for (size_t i = 0; i < n; i++) {
-            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-            buf[i] = (uint8_t)(s >> 24);
+        unsigned long long pick = next_rand(&seed);
+        size_t n;
+        uint8_t *buf;
+        if (nseeds && pick % 2) {
+            size_t which = (size_t)(next_rand(&seed) % nseeds), base_n = seed_sizes[which];
+            n = base_n;
+            switch (next_rand(&seed) % 4) {
+            case 0: n = base_n ? (size_t)(next_rand(&seed) % base_n) : 0; break; /* truncate */
+            case 1: n = base_n + 1 + (size_t)(next_rand(&seed) % 16); break;      /* extend */
+            default: break;
+            }
+            buf = malloc(n ? n : 1);
+            for (size_t i = 0; i < n; i++) buf[i] = i < base_n ? seeds[which][i] : (uint8_t)next_rand(&seed);
+            int flips = 1 + (int)(next_rand(&seed) % 4);
+            for (int i = 0; i < flips && n; i++) buf[next_rand(&seed) % n] ^= (uint8_t)(1u << (next_rand(&seed) % 8));
+        } else {
+            n = (size_t)(next_rand(&seed) % 600);
+            buf = malloc(n ? n : 1);
+            for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)(next_rand(&seed) >> 24);
         }
         LLVMFuzzerTestOneInput(buf, n);
         free(buf);
     }
+    for (size_t i = 0; i < nseeds; i++) free(seeds[i]);
+    free(seeds), free(seed_sizes);
     printf("%s: replayed %d files and %lld random inputs\n", argv[0], files, random_n);
     return errors ? 1 : 0;
 }
