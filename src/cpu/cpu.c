@@ -1,13 +1,80 @@
-/* Temporary: the cpu backend forwards to ref until the fused CPU backend lands. */
-#include "../ltk-impl.h"
+/* The fused CPU backend: OpenMP threads over rows (indexer, select) or over the base (kNN),
+ * AVX-512 / AVX2 kernels chosen once at run time, a portable scalar fallback. */
+#include "cpu-impl.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ltkc_threads(const ltk_exec *e) {
+    int n = e && e->num_threads > 0 ? e->num_threads : omp_get_max_threads();
+    if (n < 1) n = 1;
+    if (n > 256) n = 256;
+    return n;
+}
+
+static const ltkc_kern *pick_kernels(void) {
+    const char *env = getenv("LTK_CPU_KERNELS"); /* testing: force "scalar", "avx2", "avx512" */
+#if defined(LTKC_X86)
+    __builtin_cpu_init();
+    int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    int bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (env && !strcmp(env, "scalar")) return &ltkc_kern_scalar;
+    if (env && !strcmp(env, "avx2") && avx2) return &ltkc_kern_avx2;
+    if (env && !strcmp(env, "avx512") && avx512) return &ltkc_kern_avx512;
+    if (bf16) return &ltkc_kern_avx512bf16;
+    if (avx512) return &ltkc_kern_avx512;
+    if (avx2) return &ltkc_kern_avx2;
+#else
+    (void)env;
+#endif
+    return &ltkc_kern_scalar;
+}
+
+const ltkc_kern *ltkc_kernels(void) {
+    static const ltkc_kern *chosen;
+    const ltkc_kern *k = __atomic_load_n(&chosen, __ATOMIC_ACQUIRE);
+    if (!k) {
+        k = pick_kernels();
+        __atomic_store_n(&chosen, k, __ATOMIC_RELEASE);
+    }
+    return k;
+}
+
+size_t ltkc_idx_tile_bytes(const ltkc_idx_geom *g) { return (size_t)LTKC_IDX_NK * (size_t)(g->D + 1) * 4; }
+
 static int cpu_available(void) { return 1; }
-static ltk_status iw(const ltk_indexer_args *a, const ltk_exec *e, size_t *b) { return ltk_backend_ref.indexer_workspace(a, e, b); }
-static ltk_status ir(const ltk_indexer_args *a, const ltk_exec *e, void *w, size_t n) { return ltk_backend_ref.indexer(a, e, w, n); }
-static ltk_status kw(const ltk_knn_args *a, const ltk_exec *e, size_t *b) { return ltk_backend_ref.knn_workspace(a, e, b); }
-static ltk_status kr(const ltk_knn_args *a, const ltk_exec *e, void *w, size_t n) { return ltk_backend_ref.knn(a, e, w, n); }
-static ltk_status sw(const ltk_select_args *a, const ltk_exec *e, size_t *b) { return ltk_backend_ref.select_workspace(a, e, b); }
-static ltk_status sr(const ltk_select_args *a, const ltk_exec *e, void *w, size_t n) { return ltk_backend_ref.select(a, e, w, n); }
-static ltk_status ma(size_t b, void **p) { return ltk_backend_ref.mem_alloc(b, p); }
-static void mf(void *p) { ltk_backend_ref.mem_free(p); }
-static ltk_status mc(void *d, const void *s, size_t b) { return ltk_backend_ref.mem_to_host(d, s, b); }
-const ltk_backend_i ltk_backend_cpu = {"cpu", cpu_available, NULL, iw, ir, kw, kr, sw, sr, ma, mf, mc, mc};
+
+static void cpu_info(char *buf, size_t cap) {
+    snprintf(buf, cap, "  cpu kernels: %s, threads: %d\n", ltkc_kernels()->name, omp_get_max_threads());
+}
+
+static ltk_status host_alloc(size_t bytes, void **p) {
+    *p = ltk_aligned_alloc(bytes);
+    return *p ? LTK_OK : ltk_error(LTK_ENOMEM, "host allocation of %zu bytes failed", bytes);
+}
+static void host_free(void *p) { ltk_aligned_free(p); }
+static ltk_status host_copy(void *dst, const void *src, size_t bytes) {
+    memcpy(dst, src, bytes);
+    return LTK_OK;
+}
+
+const ltk_backend_i ltk_backend_cpu = {
+    /* .name              = */ "cpu",
+    /* .available         = */ cpu_available,
+    /* .info              = */ cpu_info,
+    /* .indexer_workspace = */ ltkc_indexer_ws,
+    /* .indexer           = */ ltkc_indexer,
+    /* .knn_workspace     = */ ltkc_knn_ws,
+    /* .knn               = */ ltkc_knn,
+    /* .select_workspace  = */ ltkc_select_ws,
+    /* .select            = */ ltkc_select,
+    /* .mem_alloc         = */ host_alloc,
+    /* .mem_free          = */ host_free,
+    /* .mem_to_host       = */ host_copy,
+    /* .mem_from_host     = */ host_copy,
+    /* .stream_sync       = */ NULL,
+};

@@ -1,0 +1,204 @@
+/* Internals of the fused CPU backend (src/cpu/): workspace carving, the exact select engine,
+ * the per-row gate state (bins, histogram, threshold, candidate buffer) and the SIMD kernel table.
+ *
+ * Canonical scores (what fused and materialize both rank, bit for bit):
+ *   kNN:     dot(q, x) in fp32 "dot form": 16 lanes, lane l accumulates q[d]*x[d] for d = l mod 16
+ *            with one FMA per chunk in increasing d (zero padded tail), then the fixed tree
+ *            (l, l+8), (l, l+4), (l, l+2), (l, l+1), lower lane as first operand. Every kernel
+ *            (AVX-512, AVX2, scalar) computes exactly this, so the kNN score is machine independent.
+ *            IP: dot; L2: dist = fmaf(-2, dot, qn + xn), ranked by -dist; COS: dot / (sqrt(qn)*sqrt(xn)),
+ *            0 when a squared norm is 0 (NaN stays NaN); qn, xn are the canonical dots of a vector with itself.
+ *   indexer: per (row, key): a_h = q_h . k in "outer form" (one accumulator per key, d increasing):
+ *            vdpbf16ps on bf16 pairs (AVX-512 BF16 and dtype E4M3/BF16: exact products), else fp32
+ *            FMA; then S = fma(w_h, max(0, a_h), S) for h = 0..H-1 from +0, times kv_scale.
+ *   A NaN score is canonicalised to 0x7fc00000 so that NaN payload propagation (which depends
+ *   on operand order chosen by the compiler) can never make two paths differ.
+ */
+#ifndef LTK_CPU_IMPL_H
+#define LTK_CPU_IMPL_H
+
+#include "../ltk-impl.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LTKC_NB 2048 /* histogram bins per row */
+#define LTKC_CANON_NAN 0x7fc00000u
+
+/* ---- workspace carving: the same code sizes (base == NULL) and places ------------------------- */
+typedef struct {
+    char *base;
+    size_t off;
+} ltkc_ws;
+
+static inline void *ltkc_take(ltkc_ws *w, size_t bytes) {
+    size_t o = (w->off + 63) & ~(size_t)63;
+    w->off = o + bytes;
+    return w->base ? (void *)(w->base + o) : NULL;
+}
+
+int ltkc_threads(const ltk_exec *e);
+
+static inline float ltkc_canon(float x) { return x != x ? ltk_bits_f32(LTKC_CANON_NAN) : x; }
+
+/* ---- exact select engine (select.c) ------------------------------------------------------------ */
+/* k-th largest key of keys[0..n) (1 <= k <= n); *take_eq = how many entries equal to it belong to
+ * the top k (the first ones by position). hist: 2048 scratch words. */
+uint32_t ltkc_kth_key(const uint32_t *keys, int64_t n, int64_t k, int64_t *take_eq, uint32_t *hist);
+/* Positions (ascending) of entries with key > K plus the first take_eq with key == K. */
+int64_t ltkc_filter_top(const uint32_t *keys, int64_t n, uint32_t K, int64_t take_eq, int32_t *out_pos);
+/* Sorts composite keys ((~rank_key) << 32 | pos) ascending = score desc, position asc. */
+void ltkc_sort_u64(uint64_t *a, uint64_t *tmp, int64_t n);
+static inline uint64_t ltkc_composite(uint32_t key, int64_t pos) {
+    return ((uint64_t)(~key) << 32) | (uint32_t)pos;
+}
+
+/* Select over one typed row (the select API and the materialize paths). */
+typedef struct {
+    uint32_t *hist;  /* 2048 */
+    uint32_t *bkey;  /* cap */
+    int32_t *bpos;   /* cap */
+    int64_t cap;
+} ltkc_selws;
+/* Writes m = min(n, k) entries (unsorted) of the top k of row[0..n) to out_key/out_pos. */
+int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, const ltkc_selws *w,
+                        uint32_t *out_key, int32_t *out_pos);
+int64_t ltkc_select_cap(int64_t n, int64_t k);
+
+/* ---- per-row gate state (row.c) ----------------------------------------------------------------- */
+enum { LTKC_MODE_BINS = 0, LTKC_MODE_EXACT = 1, LTKC_MODE_ALL = 2 };
+
+typedef struct {
+    float smin, delta; /* bin(x) = clamp(floor((x - smin) * delta), 0, NB-1) */
+    float edge;        /* gate: score >= edge (NaN never passes); MODE_ALL ignores it */
+    float kth_s;       /* MODE_EXACT: pass iff (s, i) ranks before (kth_s, kth_i) */
+    int64_t kth_i;
+    int32_t th, mode;
+    int64_t k, cap, count;
+    int64_t cnt_ge;    /* sum of hist[j] for j >= th */
+    int64_t appended, compactions;
+    float *score;
+    int64_t *idx;
+    uint32_t *hist;
+} ltkc_row;
+
+/* Scratch for compaction and final select: keys[cap], pos[cap], hist[2048]. */
+typedef struct {
+    uint32_t *keys;
+    int32_t *pos;
+    uint32_t *hist;
+} ltkc_rowtmp;
+
+static inline int32_t ltkc_bin(const ltkc_row *r, float x) {
+    float v = (x - r->smin) * r->delta;
+    if (!(v >= 1.0f)) return 0; /* also NaN, -inf */
+    if (v >= (float)(LTKC_NB - 1)) return LTKC_NB - 1;
+    return (int32_t)v;
+}
+
+void ltkc_row_setup(ltkc_row *r, float *score, int64_t *idx, uint32_t *hist, int64_t cap, int64_t k, int mode);
+/* Bins and initial threshold from m sample scores (distinct valid keys of the row). */
+void ltkc_row_init_sample(ltkc_row *r, const float *s, int64_t m, const ltkc_rowtmp *t);
+void ltkc_row_overflow(ltkc_row *r, const ltkc_rowtmp *t);
+float ltkc_edge_of(const ltkc_row *r, int32_t th);
+
+static inline void ltkc_row_refresh(ltkc_row *r) {
+    if (r->mode != LTKC_MODE_BINS) return;
+    int32_t th = r->th;
+    while (th < LTKC_NB - 1 && r->cnt_ge - (int64_t)r->hist[th] >= r->k) r->cnt_ge -= r->hist[th++];
+    if (th != r->th) {
+        r->th = th;
+        r->edge = ltkc_edge_of(r, th);
+    }
+}
+
+/* Adds (s, i) that passed the float gate (or any entry in MODE_ALL). Entries arrive in index order. */
+static inline void ltkc_row_push(ltkc_row *r, float s, int64_t i, const ltkc_rowtmp *t) {
+    if (r->mode == LTKC_MODE_BINS) {
+        if (!(s >= r->edge)) return;
+        int32_t b = ltkc_bin(r, s);
+        r->hist[b]++;
+        if (b >= r->th) r->cnt_ge++;
+    } else if (r->mode == LTKC_MODE_EXACT) {
+        if (!ltk_better(s, i, r->kth_s, r->kth_i)) return;
+    }
+    if (r->count == r->cap) ltkc_row_overflow(r, t);
+    r->score[r->count] = s;
+    r->idx[r->count] = i;
+    r->count++;
+    r->appended++;
+}
+
+/* Final select of the row's buffer: writes up to k positions (into the buffer) of the best
+ * entries, sorted unless `unsorted`; returns how many (< k only if the row has < k non-NaN
+ * entries in MODE_BINS/EXACT, or n < k in MODE_ALL). *bin_entries = entries in the final bin. */
+int64_t ltkc_row_final(ltkc_row *r, const ltkc_rowtmp *t, uint64_t *sort_a, uint64_t *sort_b, int unsorted,
+                       int32_t *out_pos, int64_t *bin_entries);
+/* Same over arbitrary (score, idx) arrays in index order (kNN thread merge). */
+int64_t ltkc_final_arrays(const float *score, int64_t n, int64_t k, const ltkc_rowtmp *t, uint64_t *sort_a,
+                          uint64_t *sort_b, int unsorted, int32_t *out_pos);
+
+/* ---- kernels (kern-*.c), chosen once at run time ------------------------------------------------ */
+/* Indexer tile geometry: IDX_NK keys per tile, as IDX_NK/16 panels of 16 keys. */
+#define LTKC_IDX_NK 64
+
+typedef struct {
+    int H, D;
+    int bf16;          /* 1: q/kv as bf16 pairs + vdpbf16ps; 0: fp32 */
+    int dp;            /* elements per head row in the q block (D2 pairs or D floats) */
+} ltkc_idx_geom;
+
+typedef struct ltkc_kern {
+    const char *name;
+    int has_bf16; /* vdpbf16ps indexer path and kNN screening */
+
+    /* kNN canonical dots. out[i*ldo + j] = dot(Q_i, X_j), i < nq, j < nx. */
+    void (*dots_block)(const float *Q, int64_t ldq, int nq, const float *X, int64_t ldx, int nx, int D, float *out,
+                       int64_t ldo);
+    /* n independent pairs: out[p] = dot(qp[p], xp[p]). */
+    void (*dots_pairs)(const float *const *qp, const float *const *xp, int n, int D, float *out);
+    /* bit j of mask[j/64] set iff s[j] >= edge, j < n. */
+    void (*gate_mask)(const float *s, int n, float edge, uint64_t *mask);
+    /* rank keys of n floats */
+    void (*keys_f32)(const float *s, int64_t n, uint32_t *keys);
+
+    /* kNN bf16 screening (NULL unless has_bf16). Panels of 16 vectors, pairs of d. */
+    void (*knn_pack_tile)(const float *X, int64_t ldx, int nx, int D, uint32_t *packed);
+    void (*knn_pack_query)(const float *q, int D, uint32_t *pairs);
+    /* For queries i < nq and vectors j < nx (nx multiple of 16 in the packed tile, lanes >= nx
+     * ignored): approx dot -> rigorous upper bound U of the canonical rank score (see knn.c), pass
+     * bit iff !(U < edge[i]). qa: per-query params [4*nq], xa: per-vector params [2*nxp]. */
+    void (*knn_screen)(const uint32_t *qpairs, int nq, const uint32_t *packed, int nx, int D, int metric,
+                       const float *qa, const float *xa, const float *edge, uint64_t *mask, int mask_words);
+
+    /* Indexer. q block for one row: [H][dp] (pairs or floats); tile: layout private to the kernel. */
+    void (*idx_pack_q)(const void *q, ltk_dtype dt, const ltkc_idx_geom *g, void *dst);
+    /* Decodes keys kv rows s_list[0..n) (n <= IDX_NK) into a tile; missing lanes are zero. */
+    void (*idx_pack_tile)(const void *kv, ltk_dtype dt, int64_t stride, const int64_t *s_list, int64_t s0, int n,
+                          const ltkc_idx_geom *g, void *tile);
+    /* Scores of one row against a tile: out[j] = canonical I for tile key j (j < IDX_NK);
+     * scale: kv_scale of the tile keys (NULL = 1). */
+    void (*idx_score)(const void *qrow, const float *w, const void *tile, const float *scale, const ltkc_idx_geom *g,
+                      float *out);
+} ltkc_kern;
+
+const ltkc_kern *ltkc_kernels(void);
+extern const ltkc_kern ltkc_kern_scalar;
+#if defined(__x86_64__) || defined(__i386__)
+extern const ltkc_kern ltkc_kern_avx512;
+extern const ltkc_kern ltkc_kern_avx512bf16;
+extern const ltkc_kern ltkc_kern_avx2;
+#define LTKC_X86 1
+#endif
+
+size_t ltkc_idx_tile_bytes(const ltkc_idx_geom *g);
+
+/* ---- operations ---------------------------------------------------------------------------------- */
+ltk_status ltkc_select_ws(const ltk_select_args *a, const ltk_exec *e, size_t *bytes);
+ltk_status ltkc_select(const ltk_select_args *a, const ltk_exec *e, void *ws, size_t wsb);
+ltk_status ltkc_knn_ws(const ltk_knn_args *a, const ltk_exec *e, size_t *bytes);
+ltk_status ltkc_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, size_t wsb);
+ltk_status ltkc_indexer_ws(const ltk_indexer_args *a, const ltk_exec *e, size_t *bytes);
+ltk_status ltkc_indexer(const ltk_indexer_args *a, const ltk_exec *e, void *ws, size_t wsb);
+
+#endif

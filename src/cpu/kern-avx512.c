@@ -1,0 +1,592 @@
+/* AVX-512 kernels (F/BW/DQ/VL), plus the BF16 ones (vdpbf16ps) for the indexer and the kNN
+ * screening pass. Compiled for every x86-64 build and entered only after a CPUID check. */
+#include "cpu-impl.h"
+
+#if defined(LTKC_X86)
+#include <immintrin.h>
+#include <string.h>
+
+#define T512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")))
+#define T512BF __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma")))
+
+float ltkc_dot_canon(const float *q, const float *x, int D);
+
+/* ---- kNN canonical dot form ------------------------------------------------------------------ */
+T512 static inline __m512 ld_tail(const float *p, int n) {
+    return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+}
+
+/* Tree (l, l+8), (l, l+4), (l, l+2), (l, l+1) of one accumulator, lower lane first. */
+T512 static inline float reduce1(__m512 a) {
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+T512 static inline __m512 lo64(__m512 a, __m512 b) {
+    return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+T512 static inline __m512 hi64(__m512 a, __m512 b) {
+    return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+
+/* The same tree for 16 accumulators at once (same pairs, lower lane first);
+ * lane 4*q + m of the result holds the sum of acc[4*m + q]. */
+T512 static inline __m512 reduce16(const __m512 *a) {
+    __m512 s[8], u[4], w[2];
+    for (int i = 0; i < 8; i++)
+        s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
+                             _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
+    for (int i = 0; i < 4; i++)
+        u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0xDD));
+    for (int i = 0; i < 2; i++) w[i] = _mm512_add_ps(lo64(u[2 * i], u[2 * i + 1]), hi64(u[2 * i], u[2 * i + 1]));
+    return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xDD));
+}
+
+T512 static float dot1(const float *q, const float *x, int D) {
+    __m512 acc = _mm512_setzero_ps();
+    int c = 0;
+    for (; c + 16 <= D; c += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(x + c), acc);
+    if (c < D) acc = _mm512_fmadd_ps(ld_tail(q + c, D - c), ld_tail(x + c, D - c), acc);
+    return reduce1(acc);
+}
+
+T512 static void v_dots_block(const float *Q, int64_t ldq, int nq, const float *X, int64_t ldx, int nx, int D,
+                              float *out, int64_t ldo) {
+    /* reduce16 leaves (query ii, vector jj) in lane 4*jj + ii; put it in lane 4*ii + jj. */
+    const __m512i perm = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    int i = 0;
+    for (; i + 4 <= nq; i += 4) {
+        const float *q0 = Q + i * ldq, *q1 = q0 + ldq, *q2 = q1 + ldq, *q3 = q2 + ldq;
+        int j = 0;
+        for (; j + 4 <= nx; j += 4) {
+            const float *x0 = X + j * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
+            __m512 a[16];
+            for (int t = 0; t < 16; t++) a[t] = _mm512_setzero_ps();
+            int c = 0;
+            for (; c + 16 <= D; c += 16) {
+                __m512 vq0 = _mm512_loadu_ps(q0 + c), vq1 = _mm512_loadu_ps(q1 + c);
+                __m512 vq2 = _mm512_loadu_ps(q2 + c), vq3 = _mm512_loadu_ps(q3 + c);
+                __m512 vx = _mm512_loadu_ps(x0 + c);
+                a[0] = _mm512_fmadd_ps(vq0, vx, a[0]);
+                a[4] = _mm512_fmadd_ps(vq1, vx, a[4]);
+                a[8] = _mm512_fmadd_ps(vq2, vx, a[8]);
+                a[12] = _mm512_fmadd_ps(vq3, vx, a[12]);
+                vx = _mm512_loadu_ps(x1 + c);
+                a[1] = _mm512_fmadd_ps(vq0, vx, a[1]);
+                a[5] = _mm512_fmadd_ps(vq1, vx, a[5]);
+                a[9] = _mm512_fmadd_ps(vq2, vx, a[9]);
+                a[13] = _mm512_fmadd_ps(vq3, vx, a[13]);
+                vx = _mm512_loadu_ps(x2 + c);
+                a[2] = _mm512_fmadd_ps(vq0, vx, a[2]);
+                a[6] = _mm512_fmadd_ps(vq1, vx, a[6]);
+                a[10] = _mm512_fmadd_ps(vq2, vx, a[10]);
+                a[14] = _mm512_fmadd_ps(vq3, vx, a[14]);
+                vx = _mm512_loadu_ps(x3 + c);
+                a[3] = _mm512_fmadd_ps(vq0, vx, a[3]);
+                a[7] = _mm512_fmadd_ps(vq1, vx, a[7]);
+                a[11] = _mm512_fmadd_ps(vq2, vx, a[11]);
+                a[15] = _mm512_fmadd_ps(vq3, vx, a[15]);
+            }
+            if (c < D) {
+                int n = D - c;
+                __m512 vq[4] = {ld_tail(q0 + c, n), ld_tail(q1 + c, n), ld_tail(q2 + c, n), ld_tail(q3 + c, n)};
+                __m512 vx[4] = {ld_tail(x0 + c, n), ld_tail(x1 + c, n), ld_tail(x2 + c, n), ld_tail(x3 + c, n)};
+                for (int ii = 0; ii < 4; ii++)
+                    for (int jj = 0; jj < 4; jj++) a[4 * ii + jj] = _mm512_fmadd_ps(vq[ii], vx[jj], a[4 * ii + jj]);
+            }
+            __m512 r = _mm512_permutexvar_ps(perm, reduce16(a));
+            /* now lane 4*ii + jj; but reduce16 lane 4*q+m = acc[4*m+q] with acc index 4*ii+jj -> m=ii, q=jj */
+            _mm_storeu_ps(out + (i + 0) * ldo + j, _mm512_extractf32x4_ps(r, 0));
+            _mm_storeu_ps(out + (i + 1) * ldo + j, _mm512_extractf32x4_ps(r, 1));
+            _mm_storeu_ps(out + (i + 2) * ldo + j, _mm512_extractf32x4_ps(r, 2));
+            _mm_storeu_ps(out + (i + 3) * ldo + j, _mm512_extractf32x4_ps(r, 3));
+        }
+        for (; j < nx; j++)
+            for (int ii = 0; ii < 4; ii++) out[(i + ii) * ldo + j] = dot1(Q + (i + ii) * ldq, X + j * ldx, D);
+    }
+    for (; i < nq; i++)
+        for (int j = 0; j < nx; j++) out[i * ldo + j] = dot1(Q + i * ldq, X + j * ldx, D);
+}
+
+T512 static void v_dots_pairs(const float *const *qp, const float *const *xp, int n, int D, float *out) {
+    int p = 0;
+    for (; p + 4 <= n; p += 4) {
+        const float *q0 = qp[p], *q1 = qp[p + 1], *q2 = qp[p + 2], *q3 = qp[p + 3];
+        const float *x0 = xp[p], *x1 = xp[p + 1], *x2 = xp[p + 2], *x3 = xp[p + 3];
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int c = 0;
+        for (; c + 16 <= D; c += 16) {
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + c), _mm512_loadu_ps(x0 + c), a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q1 + c), _mm512_loadu_ps(x1 + c), a1);
+            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(q2 + c), _mm512_loadu_ps(x2 + c), a2);
+            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(q3 + c), _mm512_loadu_ps(x3 + c), a3);
+        }
+        if (c < D) {
+            int m = D - c;
+            a0 = _mm512_fmadd_ps(ld_tail(q0 + c, m), ld_tail(x0 + c, m), a0);
+            a1 = _mm512_fmadd_ps(ld_tail(q1 + c, m), ld_tail(x1 + c, m), a1);
+            a2 = _mm512_fmadd_ps(ld_tail(q2 + c, m), ld_tail(x2 + c, m), a2);
+            a3 = _mm512_fmadd_ps(ld_tail(q3 + c, m), ld_tail(x3 + c, m), a3);
+        }
+        out[p] = reduce1(a0);
+        out[p + 1] = reduce1(a1);
+        out[p + 2] = reduce1(a2);
+        out[p + 3] = reduce1(a3);
+    }
+    for (; p < n; p++) out[p] = dot1(qp[p], xp[p], D);
+}
+
+T512 static void v_gate_mask(const float *s, int n, float edge, uint64_t *mask) {
+    __m512 e = _mm512_set1_ps(edge);
+    for (int w = 0; w < (n + 63) / 64; w++) {
+        uint64_t m = 0;
+        for (int b = 0; b < 4; b++) {
+            int j = w * 64 + b * 16;
+            if (j >= n) break;
+            __m512 v = n - j >= 16 ? _mm512_loadu_ps(s + j) : ld_tail(s + j, n - j);
+            __mmask16 k = _mm512_cmp_ps_mask(v, e, _CMP_GE_OQ);
+            if (n - j < 16) k &= (__mmask16)((1u << (n - j)) - 1);
+            m |= (uint64_t)k << (b * 16);
+        }
+        mask[w] = m;
+    }
+}
+
+T512 static inline __m512i rank_keys16(__m512i u) {
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u), absm = _mm512_set1_epi32(0x7fffffff);
+    __m512i mag = _mm512_and_si512(u, absm);
+    __mmask16 neg = _mm512_test_epi32_mask(u, sign);
+    __m512i key = _mm512_mask_xor_epi32(_mm512_or_si512(u, sign), neg, u, _mm512_set1_epi32(-1));
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7f800000));
+    __mmask16 zero = _mm512_cmpeq_epi32_mask(mag, _mm512_setzero_si512());
+    key = _mm512_mask_mov_epi32(key, zero, sign);
+    return _mm512_mask_mov_epi32(key, nan, _mm512_setzero_si512());
+}
+
+T512 static void v_keys_f32(const float *s, int64_t n, uint32_t *keys) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_si512((void *)(keys + i), rank_keys16(_mm512_loadu_si512((const void *)(s + i))));
+    for (; i < n; i++) keys[i] = ltk_rank_key(s[i]);
+}
+
+/* ---- 16x16 transpose of 32-bit elements: c[j] = (r[0][j], ..., r[15][j]) ------------------- */
+T512 static inline void transpose16(__m512i *r) {
+    __m512i a[16], b[16];
+    for (int i = 0; i < 8; i++) {
+        a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        b[4 * i + 0] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+        b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+    }
+    /* b[4i+e], 128-bit lane L: column 4L+e of rows 4i..4i+3 */
+    for (int e = 0; e < 4; e++) {
+        __m512i s1 = _mm512_shuffle_i32x4(b[e], b[4 + e], 0x88), s2 = _mm512_shuffle_i32x4(b[e], b[4 + e], 0xDD);
+        __m512i s3 = _mm512_shuffle_i32x4(b[8 + e], b[12 + e], 0x88), s4 = _mm512_shuffle_i32x4(b[8 + e], b[12 + e], 0xDD);
+        r[0 + e] = _mm512_shuffle_i32x4(s1, s3, 0x88);
+        r[8 + e] = _mm512_shuffle_i32x4(s1, s3, 0xDD);
+        r[4 + e] = _mm512_shuffle_i32x4(s2, s4, 0x88);
+        r[12 + e] = _mm512_shuffle_i32x4(s2, s4, 0xDD);
+    }
+}
+
+/* ---- indexer, fp32 outer form: q row [H][D] floats, tile [4 panels][D][16] floats ----------- */
+static float e4m3_f32_lut[256];
+static uint16_t e4m3_bf16_lut[256];
+static int luts_ready;
+
+static void init_luts(void) {
+    if (__atomic_load_n(&luts_ready, __ATOMIC_ACQUIRE)) return;
+    for (int v = 0; v < 256; v++) {
+        float f = ltk_e4m3_to_f32((uint8_t)v);
+        e4m3_f32_lut[v] = f;
+        e4m3_bf16_lut[v] = (uint16_t)(ltk_f32_bits(f) >> 16); /* exact: e4m3 fits in bf16 */
+    }
+    __atomic_store_n(&luts_ready, 1, __ATOMIC_RELEASE);
+}
+
+static inline float load_f(const void *p, ltk_dtype dt, int64_t i) {
+    if (dt == LTK_DTYPE_E4M3) return e4m3_f32_lut[((const uint8_t *)p)[i]];
+    return ltk_load_f32(p, dt, i);
+}
+
+static void f_idx_pack_q(const void *q, ltk_dtype dt, const ltkc_idx_geom *g, void *dst) {
+    init_luts();
+    float *o = dst;
+    for (int64_t i = 0; i < (int64_t)g->H * g->D; i++) o[i] = load_f(q, dt, i);
+}
+
+T512 static void f_idx_pack_tile(const void *kv, ltk_dtype dt, int64_t stride, const int64_t *s_list, int64_t s0,
+                                 int n, const ltkc_idx_geom *g, void *tile) {
+    init_luts();
+    int D = g->D;
+    float *o = tile;
+    float buf[16];
+    for (int p = 0; p < LTKC_IDX_NK / 16; p++) {
+        for (int d0 = 0; d0 < D; d0 += 16) {
+            int nd = D - d0 < 16 ? D - d0 : 16;
+            __m512i r[16];
+            for (int l = 0; l < 16; l++) {
+                int j = p * 16 + l;
+                if (j >= n) {
+                    r[l] = _mm512_setzero_si512();
+                    continue;
+                }
+                int64_t s = s_list ? s_list[j] : s0 + j;
+                if (dt == LTK_DTYPE_F32) {
+                    r[l] = _mm512_castps_si512(ld_tail((const float *)kv + s * stride + d0, nd));
+                } else {
+                    for (int d = 0; d < 16; d++) buf[d] = d < nd ? load_f(kv, dt, s * stride + d0 + d) : 0.0f;
+                    r[l] = _mm512_loadu_si512((const void *)buf);
+                }
+            }
+            transpose16(r);
+            for (int m = 0; m < nd; m++) _mm512_storeu_si512((void *)(o + ((size_t)p * D + d0 + m) * 16), r[m]);
+        }
+    }
+}
+
+T512 static void f_idx_score(const void *qrow, const float *w, const void *tile, const float *scale,
+                             const ltkc_idx_geom *g, float *out) {
+    const float *q = qrow, *t = tile;
+    int H = g->H, D = g->D;
+    const size_t ps = (size_t)D * 16; /* panel stride */
+    __m512 S0 = _mm512_setzero_ps(), S1 = S0, S2 = S0, S3 = S0, zero = S0;
+    int h = 0;
+    for (; h + 4 <= H; h += 4) {
+        __m512 a[4][4];
+        for (int x = 0; x < 4; x++)
+            for (int y = 0; y < 4; y++) a[x][y] = zero;
+        const float *qh = q + (size_t)h * D;
+        for (int d = 0; d < D; d++) {
+            __m512 k0 = _mm512_loadu_ps(t + d * 16), k1 = _mm512_loadu_ps(t + ps + d * 16);
+            __m512 k2 = _mm512_loadu_ps(t + 2 * ps + d * 16), k3 = _mm512_loadu_ps(t + 3 * ps + d * 16);
+            for (int x = 0; x < 4; x++) {
+                __m512 b = _mm512_set1_ps(qh[x * D + d]);
+                a[x][0] = _mm512_fmadd_ps(b, k0, a[x][0]);
+                a[x][1] = _mm512_fmadd_ps(b, k1, a[x][1]);
+                a[x][2] = _mm512_fmadd_ps(b, k2, a[x][2]);
+                a[x][3] = _mm512_fmadd_ps(b, k3, a[x][3]);
+            }
+        }
+        for (int x = 0; x < 4; x++) {
+            __m512 wv = _mm512_set1_ps(w[h + x]);
+            S0 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a[x][0]), S0);
+            S1 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a[x][1]), S1);
+            S2 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a[x][2]), S2);
+            S3 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a[x][3]), S3);
+        }
+    }
+    for (; h < H; h++) {
+        __m512 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
+        const float *qh = q + (size_t)h * D;
+        for (int d = 0; d < D; d++) {
+            __m512 b = _mm512_set1_ps(qh[d]);
+            a0 = _mm512_fmadd_ps(b, _mm512_loadu_ps(t + d * 16), a0);
+            a1 = _mm512_fmadd_ps(b, _mm512_loadu_ps(t + ps + d * 16), a1);
+            a2 = _mm512_fmadd_ps(b, _mm512_loadu_ps(t + 2 * ps + d * 16), a2);
+            a3 = _mm512_fmadd_ps(b, _mm512_loadu_ps(t + 3 * ps + d * 16), a3);
+        }
+        __m512 wv = _mm512_set1_ps(w[h]);
+        S0 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a0), S0);
+        S1 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a1), S1);
+        S2 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a2), S2);
+        S3 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a3), S3);
+    }
+    __m512 S[4] = {S0, S1, S2, S3};
+    const __m512 cnan = _mm512_castsi512_ps(_mm512_set1_epi32((int)LTKC_CANON_NAN));
+    for (int p = 0; p < 4; p++) {
+        __m512 v = scale ? _mm512_mul_ps(S[p], _mm512_loadu_ps(scale + 16 * p)) : S[p];
+        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), cnan);
+        _mm512_storeu_ps(out + 16 * p, v);
+    }
+}
+
+/* ---- indexer, bf16 pairs: q row [H][D2] u32, tile [4 panels][D2][16] u32 --------------------- */
+static void b_idx_pack_q(const void *q, ltk_dtype dt, const ltkc_idx_geom *g, void *dst) {
+    init_luts();
+    uint32_t *o = dst;
+    int D = g->D, D2 = (D + 1) / 2;
+    for (int h = 0; h < g->H; h++)
+        for (int j = 0; j < D2; j++) {
+            uint32_t lo = 0, hi = 0;
+            int64_t i = (int64_t)h * D + 2 * j;
+            if (dt == LTK_DTYPE_E4M3) {
+                lo = e4m3_bf16_lut[((const uint8_t *)q)[i]];
+                if (2 * j + 1 < D) hi = e4m3_bf16_lut[((const uint8_t *)q)[i + 1]];
+            } else {
+                lo = ((const uint16_t *)q)[i];
+                if (2 * j + 1 < D) hi = ((const uint16_t *)q)[i + 1];
+            }
+            o[(size_t)h * D2 + j] = lo | (hi << 16);
+        }
+}
+
+/* e4m3 bytes (zero extended to 16 bits) -> bf16 bits, 32 at a time. */
+T512BF static inline __m512i e4m3_to_bf16(__m512i x) {
+    const __m512i sub = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                         0x3C60, 0x3C40, 0x3C20, 0x3C00, 0x3BC0, 0x3B80, 0x3B00, 0);
+    __m512i mag = _mm512_and_si512(x, _mm512_set1_epi16(0x7f));
+    __m512i v = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), _mm512_set1_epi16(0x3C00));
+    __mmask32 is_sub = _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8));
+    v = _mm512_mask_permutexvar_epi16(v, is_sub, mag, sub);
+    __mmask32 is_nan = _mm512_cmpeq_epi16_mask(mag, _mm512_set1_epi16(0x7f));
+    v = _mm512_mask_mov_epi16(v, is_nan, _mm512_set1_epi16(0x7FC0));
+    return _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(x, _mm512_set1_epi16(0x80)), 8));
+}
+
+T512BF static void b_idx_pack_tile(const void *kv, ltk_dtype dt, int64_t stride, const int64_t *s_list, int64_t s0,
+                                   int n, const ltkc_idx_geom *g, void *tile) {
+    int D = g->D, D2 = (D + 1) / 2;
+    uint32_t *o = tile;
+    for (int p = 0; p < LTKC_IDX_NK / 16; p++) {
+        for (int j0 = 0; j0 < D2; j0 += 16) {
+            int d0 = 2 * j0, nd = D - d0 < 32 ? D - d0 : 32;
+            __mmask32 m32 = nd >= 32 ? 0xffffffffu : (__mmask32)((1u << nd) - 1);
+            __m512i r[16];
+            for (int l = 0; l < 16; l++) {
+                int j = p * 16 + l;
+                if (j >= n) {
+                    r[l] = _mm512_setzero_si512();
+                    continue;
+                }
+                int64_t s = s_list ? s_list[j] : s0 + j;
+                if (dt == LTK_DTYPE_E4M3) {
+                    __m256i b = _mm256_maskz_loadu_epi8(m32, (const uint8_t *)kv + s * stride + d0);
+                    r[l] = e4m3_to_bf16(_mm512_cvtepu8_epi16(b));
+                } else {
+                    r[l] = _mm512_maskz_loadu_epi16(m32, (const uint16_t *)kv + s * stride + d0);
+                }
+            }
+            transpose16(r);
+            int nj = D2 - j0 < 16 ? D2 - j0 : 16;
+            for (int m = 0; m < nj; m++) _mm512_storeu_si512((void *)(o + ((size_t)p * D2 + j0 + m) * 16), r[m]);
+        }
+    }
+}
+
+T512BF static void b_idx_score(const void *qrow, const float *w, const void *tile, const float *scale,
+                               const ltkc_idx_geom *g, float *out) {
+    const uint32_t *q = qrow, *t = tile;
+    int H = g->H, D2 = (g->D + 1) / 2;
+    const size_t ps = (size_t)D2 * 16;
+    __m512 S0 = _mm512_setzero_ps(), S1 = S0, S2 = S0, S3 = S0, zero = S0;
+    int h = 0;
+    for (; h + 4 <= H; h += 4) {
+        __m512 a[4][4];
+        for (int x = 0; x < 4; x++)
+            for (int y = 0; y < 4; y++) a[x][y] = zero;
+        const uint32_t *qh = q + (size_t)h * D2;
+        for (int j = 0; j < D2; j++) {
+            __m512bh k0 = (__m512bh)_mm512_loadu_si512((const void *)(t + j * 16));
+            __m512bh k1 = (__m512bh)_mm512_loadu_si512((const void *)(t + ps + j * 16));
+            __m512bh k2 = (__m512bh)_mm512_loadu_si512((const void *)(t + 2 * ps + j * 16));
+            __m512bh k3 = (__m512bh)_mm512_loadu_si512((const void *)(t + 3 * ps + j * 16));
+            for (int x = 0; x < 4; x++) {
+                __m512bh b = (__m512bh)_mm512_set1_epi32((int)qh[x * D2 + j]);
+                a[x][0] = _mm512_dpbf16_ps(a[x][0], b, k0);
+                a[x][1] = _mm512_dpbf16_ps(a[x][1], b, k1);
+                a[x][2] = _mm512_dpbf16_ps(a[x][2], b, k2);
+                a[x][3] = _mm512_dpbf16_ps(a[x][3], b, k3);
+            }
+        }
+        for (int x = 0; x < 4; x++) {
+            __m512 wv = _mm512_set1_ps(w[h + x]);
+            S0 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a[x][0]), S0);
+            S1 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a[x][1]), S1);
+            S2 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a[x][2]), S2);
+            S3 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a[x][3]), S3);
+        }
+    }
+    for (; h < H; h++) {
+        __m512 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
+        const uint32_t *qh = q + (size_t)h * D2;
+        for (int j = 0; j < D2; j++) {
+            __m512bh b = (__m512bh)_mm512_set1_epi32((int)qh[j]);
+            a0 = _mm512_dpbf16_ps(a0, b, (__m512bh)_mm512_loadu_si512((const void *)(t + j * 16)));
+            a1 = _mm512_dpbf16_ps(a1, b, (__m512bh)_mm512_loadu_si512((const void *)(t + ps + j * 16)));
+            a2 = _mm512_dpbf16_ps(a2, b, (__m512bh)_mm512_loadu_si512((const void *)(t + 2 * ps + j * 16)));
+            a3 = _mm512_dpbf16_ps(a3, b, (__m512bh)_mm512_loadu_si512((const void *)(t + 3 * ps + j * 16)));
+        }
+        __m512 wv = _mm512_set1_ps(w[h]);
+        S0 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a0), S0);
+        S1 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a1), S1);
+        S2 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a2), S2);
+        S3 = _mm512_fmadd_ps(wv, _mm512_max_ps(zero, a3), S3);
+    }
+    __m512 S[4] = {S0, S1, S2, S3};
+    const __m512 cnan = _mm512_castsi512_ps(_mm512_set1_epi32((int)LTKC_CANON_NAN));
+    for (int p = 0; p < 4; p++) {
+        __m512 v = scale ? _mm512_mul_ps(S[p], _mm512_loadu_ps(scale + 16 * p)) : S[p];
+        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), cnan);
+        _mm512_storeu_ps(out + 16 * p, v);
+    }
+}
+
+/* ---- kNN bf16 screening -------------------------------------------------------------------- */
+/* packed[(p*D2 + j)*16 + l] = bf16 pair (x[16p+l][2j], x[16p+l][2j+1]); RNE by vcvtne2ps2bf16. */
+T512BF static void k_pack_tile(const float *X, int64_t ldx, int nx, int D, uint32_t *packed) {
+    int D2 = (D + 1) / 2, np = (nx + 15) / 16;
+    for (int p = 0; p < np; p++) {
+        for (int j0 = 0; j0 < D2; j0 += 16) {
+            int d0 = 2 * j0, nd = D - d0 < 32 ? D - d0 : 32;
+            __m512i r[16];
+            for (int l = 0; l < 16; l++) {
+                int v = p * 16 + l;
+                if (v >= nx) {
+                    r[l] = _mm512_setzero_si512();
+                    continue;
+                }
+                const float *x = X + v * ldx + d0;
+                __m512 lo = nd >= 16 ? _mm512_loadu_ps(x) : ld_tail(x, nd);
+                __m512 hi = nd >= 32 ? _mm512_loadu_ps(x + 16) : (nd > 16 ? ld_tail(x + 16, nd - 16) : _mm512_setzero_ps());
+                r[l] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+            }
+            transpose16(r);
+            int nj = D2 - j0 < 16 ? D2 - j0 : 16;
+            for (int m = 0; m < nj; m++) _mm512_storeu_si512((void *)(packed + ((size_t)p * D2 + j0 + m) * 16), r[m]);
+        }
+    }
+}
+
+T512BF static void k_pack_query(const float *q, int D, uint32_t *pairs) {
+    int D2 = (D + 1) / 2;
+    for (int j0 = 0; j0 < D2; j0 += 16) {
+        int d0 = 2 * j0, nd = D - d0 < 32 ? D - d0 : 32;
+        __m512 lo = nd >= 16 ? _mm512_loadu_ps(q + d0) : ld_tail(q + d0, nd);
+        __m512 hi = nd >= 32 ? _mm512_loadu_ps(q + d0 + 16) : (nd > 16 ? ld_tail(q + d0 + 16, nd - 16) : _mm512_setzero_ps());
+        __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+        int nj = D2 - j0 < 16 ? D2 - j0 : 16;
+        _mm512_mask_storeu_epi32(pairs + j0, (__mmask16)((1u << nj) - 1), v);
+    }
+}
+
+/* Upper bound of the canonical rank score from the approximate dot (see knn.c for the bound):
+ * V = dot~ + E >= canonical dot, then the canonical metric map, which is monotone in the dot. */
+T512BF static inline __mmask16 screen_epi(__m512 acc, int metric, const float *qa, const float *xa, int xs, int j,
+                                          float edge) {
+    __m512 nx = _mm512_loadu_ps(xa + j), ex = _mm512_loadu_ps(xa + xs + j);
+    __m512 E = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(qa[0]), nx), _mm512_add_ps(_mm512_set1_ps(qa[1]), ex));
+    __m512 V = _mm512_add_ps(acc, E), U;
+    if (metric == LTK_METRIC_IP) {
+        U = V;
+    } else if (metric == LTK_METRIC_L2) {
+        __m512 xn = _mm512_loadu_ps(xa + 2 * xs + j);
+        U = _mm512_sub_ps(_mm512_setzero_ps(),
+                          _mm512_fmadd_ps(_mm512_set1_ps(-2.0f), V, _mm512_add_ps(_mm512_set1_ps(qa[2]), xn)));
+    } else {
+        __m512 xn = _mm512_loadu_ps(xa + 2 * xs + j), sx = _mm512_loadu_ps(xa + 3 * xs + j);
+        __m512 den = _mm512_mul_ps(_mm512_set1_ps(qa[3]), sx);
+        __mmask16 ok = _mm512_cmp_ps_mask(xn, _mm512_setzero_ps(), _CMP_NEQ_UQ); /* canonical: 0 iff a norm is 0 */
+        if (qa[2] == 0.0f) ok = 0;
+        U = _mm512_maskz_div_ps(ok, V, den);
+    }
+    return _mm512_cmp_ps_mask(U, _mm512_set1_ps(edge), _CMP_NLT_UQ); /* !(U < edge): NaN passes */
+}
+
+#define SCREEN_FN(QR, PR)                                                                                       \
+    T512BF static void screen_##QR##_##PR(const uint32_t *qp, int D2, const uint32_t *packed, int p0, int nx,     \
+                                          int metric, const float *qa, const float *xa, int xs, const float *edge, \
+                                          uint64_t *mask, int mw) {                                              \
+        __m512 a[QR][PR];                                                                                        \
+        for (int x = 0; x < QR; x++)                                                                             \
+            for (int y = 0; y < PR; y++) a[x][y] = _mm512_setzero_ps();                                          \
+        const uint32_t *pk = packed + (size_t)p0 * D2 * 16;                                                      \
+        for (int j = 0; j < D2; j++) {                                                                           \
+            __m512bh k[PR];                                                                                      \
+            for (int y = 0; y < PR; y++) k[y] = (__m512bh)_mm512_loadu_si512((const void *)(pk + ((size_t)y * D2 + j) * 16)); \
+            for (int x = 0; x < QR; x++) {                                                                       \
+                __m512bh b = (__m512bh)_mm512_set1_epi32((int)qp[(size_t)x * D2 + j]);                          \
+                for (int y = 0; y < PR; y++) a[x][y] = _mm512_dpbf16_ps(a[x][y], b, k[y]);                      \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (int x = 0; x < QR; x++)                                                                             \
+            for (int y = 0; y < PR; y++) {                                                                       \
+                int j = (p0 + y) * 16;                                                                           \
+                __mmask16 m = screen_epi(a[x][y], metric, qa + 4 * x, xa, xs, j, edge[x]);                       \
+                if (nx - j < 16) m &= (__mmask16)((1u << (nx - j)) - 1);                                         \
+                mask[(size_t)x * mw + (j >> 6)] |= (uint64_t)m << (j & 63);                                      \
+            }                                                                                                    \
+    }
+SCREEN_FN(8, 3)
+SCREEN_FN(8, 1)
+SCREEN_FN(4, 3)
+SCREEN_FN(4, 1)
+SCREEN_FN(1, 3)
+SCREEN_FN(1, 1)
+
+/* xa is SoA over the padded tile width xs = 16 * panels: nx bound, ex, xn, sqrt(xn). */
+T512BF static void k_screen(const uint32_t *qpairs, int nq, const uint32_t *packed, int nx, int D, int metric,
+                            const float *qa, const float *xa, const float *edge, uint64_t *mask, int mw) {
+    int D2 = (D + 1) / 2, np = (nx + 15) / 16, xs = np * 16;
+    for (int i = 0; i < nq * mw; i++) mask[i] = 0;
+    int i = 0;
+    while (i < nq) {
+        int qr = nq - i >= 8 ? 8 : (nq - i >= 4 ? 4 : 1);
+        const uint32_t *qp = qpairs + (size_t)i * D2;
+        int p = 0;
+        for (; p + 3 <= np; p += 3) {
+            if (qr == 8) screen_8_3(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw);
+            else if (qr == 4) screen_4_3(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw);
+            else screen_1_3(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw);
+        }
+        for (; p < np; p++) {
+            if (qr == 8) screen_8_1(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw);
+            else if (qr == 4) screen_4_1(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw);
+            else screen_1_1(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw);
+        }
+        i += qr;
+    }
+}
+
+const ltkc_kern ltkc_kern_avx512 = {
+    .name = "avx512",
+    .has_bf16 = 0,
+    .dots_block = v_dots_block,
+    .dots_pairs = v_dots_pairs,
+    .gate_mask = v_gate_mask,
+    .keys_f32 = v_keys_f32,
+    .idx_pack_q = f_idx_pack_q,
+    .idx_pack_tile = f_idx_pack_tile,
+    .idx_score = f_idx_score,
+};
+
+/* The bf16 table keeps the fp32 indexer entries for F32 data (geometry bf16 = 0). */
+static void bf_pack_q(const void *q, ltk_dtype dt, const ltkc_idx_geom *g, void *dst) {
+    if (g->bf16) b_idx_pack_q(q, dt, g, dst);
+    else f_idx_pack_q(q, dt, g, dst);
+}
+static void bf_pack_tile(const void *kv, ltk_dtype dt, int64_t stride, const int64_t *s_list, int64_t s0, int n,
+                         const ltkc_idx_geom *g, void *tile) {
+    if (g->bf16) b_idx_pack_tile(kv, dt, stride, s_list, s0, n, g, tile);
+    else f_idx_pack_tile(kv, dt, stride, s_list, s0, n, g, tile);
+}
+static void bf_score(const void *qrow, const float *w, const void *tile, const float *scale, const ltkc_idx_geom *g,
+                     float *out) {
+    if (g->bf16) b_idx_score(qrow, w, tile, scale, g, out);
+    else f_idx_score(qrow, w, tile, scale, g, out);
+}
+
+const ltkc_kern ltkc_kern_avx512bf16 = {
+    .name = "avx512bf16",
+    .has_bf16 = 1,
+    .dots_block = v_dots_block,
+    .dots_pairs = v_dots_pairs,
+    .gate_mask = v_gate_mask,
+    .keys_f32 = v_keys_f32,
+    .knn_pack_tile = k_pack_tile,
+    .knn_pack_query = k_pack_query,
+    .knn_screen = k_screen,
+    .idx_pack_q = bf_pack_q,
+    .idx_pack_tile = bf_pack_tile,
+    .idx_score = bf_score,
+};
+#endif

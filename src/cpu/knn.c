@@ -1,0 +1,587 @@
+/* kNN on the CPU backend.
+ *
+ * Fused: per block of <= 64 queries, a strided sample of the base sets each query's bins and
+ * initial threshold; the threads then split the base, score tiles of 96 vectors against all
+ * queries, gate, and keep per-(thread, query) candidate buffers, merged exactly at the end.
+ *
+ * Screening (AVX-512 BF16): a tile is first scored in bf16 (vdpbf16ps, twice the fp32 rate).
+ * For the canonical fp32 dot c = dot(q, x) (cpu-impl.h) and the bf16 estimate a:
+ *   |c - a| <= (2u + u^2 + g(n1) + g(n2)(1+u)^2) |q|_2 |x|_2 + A,
+ * u = 2^-8 (bf16 round to nearest), g(n) = n 2^-24 / (1 - n 2^-24), n1 = ceil(D/16)+4 rounding
+ * steps of the canonical dot, n2 = D+2 steps of the bf16 accumulation (products of two bf16 are
+ * exact in fp32), and A = 2^-119 (D+4)(|q|+|x|+1) covers denormals flushed by the bf16
+ * instructions. |q|, |x| are upper bounds derived from the canonical squared norms (relative
+ * error <= g(n1)); a norm above 2^60 (or inf/NaN) switches screening off for that pair.
+ * V = fl(a + E) >= c, and the metric map (IP: c; L2: -fma(-2, c, qn+xn); COS: c / den, 0 for a zero norm) is
+ * monotone in c and computed with the same fp32 operations, so U = map(V) >= the canonical
+ * rank score. A pair is rescored exactly iff !(U < edge); all others provably fail the gate.
+ * The returned set is therefore the exact top-k of the canonical fp32 scores, the same scores
+ * the materialize path writes.
+ */
+#include "cpu-impl.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#define NT 96                 /* vectors per tile (6 panels of 16) */
+#define MW ((NT + 63) / 64)   /* mask words per query */
+#define QB 64                 /* queries per block */
+#define MAT_BYTES ((size_t)256 << 20)
+
+typedef struct {
+    int nth, nq_max, D, Dp, D2, k, metric, screen, mode;
+    int64_t N, cap, ms;
+} plan;
+
+typedef struct {
+    float *tile;      /* [NT][Dp] decoded vectors */
+    uint32_t *packed; /* [NT/16][D2][16] */
+    float *xa;        /* SoA [4][NT]: nx, ex, xn, sqrt(xn) */
+    float *sc;        /* [QB][NT] exact scores */
+    uint64_t *mask;   /* [QB][MW] */
+    const float **pq, **px;
+    int32_t *pi, *pj;
+    float *pd;        /* [QB*NT] */
+    float *edge;      /* [QB] */
+    ltkc_row *rows;   /* [QB] */
+    float *rscore;    /* [QB][cap] */
+    int64_t *ridx;
+    uint32_t *rhist;  /* [QB][NB] */
+    ltkc_rowtmp tmp;  /* keys, pos [cap], hist */
+    /* merge */
+    float *mscore;
+    int64_t *midx;
+    ltkc_rowtmp mtmp; /* keys, pos [nth*cap] */
+    uint64_t *sa, *sb;
+    int32_t *opos;    /* [k] */
+} thr;
+
+typedef struct {
+    float *Qf;        /* [QB][Dp] */
+    uint32_t *Qp;     /* [QB][D2] */
+    float *qn, *sq, *qa; /* [QB], [QB], [QB][4] */
+    float *sample;    /* [QB][ms] */
+} shared;
+
+static double gam(double n) { return n * 0x1p-24 / (1.0 - n * 0x1p-24); }
+
+static plan make_plan(const ltk_knn_args *a, const ltk_exec *e) {
+    plan p;
+    memset(&p, 0, sizeof p);
+    p.nth = ltkc_threads(e);
+    p.N = a->N;
+    p.D = a->D;
+    p.Dp = (a->D + 15) & ~15;
+    p.D2 = (a->D + 1) / 2;
+    p.k = a->k;
+    p.metric = a->metric;
+    p.nq_max = a->B < QB ? (int)a->B : QB;
+    if (p.nq_max < 1) p.nq_max = 1;
+    p.mode = a->N <= a->k ? LTKC_MODE_ALL : LTKC_MODE_BINS;
+    p.cap = 2 * (int64_t)a->k + 256;
+    p.ms = 0;
+    if (p.mode == LTKC_MODE_BINS) {
+        int64_t ms = 2 * (int64_t)a->k;
+        if (ms < 4096) ms = 4096;
+        p.ms = ms < a->N ? ms : a->N;
+    }
+    const ltkc_kern *K = ltkc_kernels();
+    p.screen = K->has_bf16 && K->knn_screen && p.mode == LTKC_MODE_BINS && e->algo == LTK_ALGO_FUSED;
+    if (p.nth > 1 && a->N < (int64_t)p.nth * NT * 4) p.nth = (int)(a->N / (NT * 4)) + 1; /* small bases */
+    return p;
+}
+
+static size_t fused_layout(const plan *p, char *base, shared *sh, thr **thp) {
+    ltkc_ws w = {base, 0};
+    shared s;
+    thr *th = ltkc_take(&w, sizeof(thr) * (size_t)p->nth);
+    if (thp) *thp = th;
+    int q = p->nq_max;
+    s.Qf = ltkc_take(&w, sizeof(float) * (size_t)q * p->Dp);
+    s.Qp = ltkc_take(&w, sizeof(uint32_t) * (size_t)q * p->D2);
+    s.qn = ltkc_take(&w, sizeof(float) * q);
+    s.sq = ltkc_take(&w, sizeof(float) * q);
+    s.qa = ltkc_take(&w, sizeof(float) * 4 * q);
+    s.sample = ltkc_take(&w, sizeof(float) * (size_t)q * (size_t)(p->ms > 0 ? p->ms : 1));
+    if (sh) *sh = s;
+    size_t cap = (size_t)p->cap, mcap = cap * (size_t)p->nth;
+    for (int t = 0; t < p->nth; t++) {
+        thr x;
+        x.tile = ltkc_take(&w, sizeof(float) * NT * (size_t)p->Dp);
+        x.packed = ltkc_take(&w, p->screen ? sizeof(uint32_t) * NT * (size_t)p->D2 : 0);
+        x.xa = ltkc_take(&w, sizeof(float) * 4 * NT);
+        x.sc = ltkc_take(&w, sizeof(float) * (size_t)q * NT);
+        x.mask = ltkc_take(&w, sizeof(uint64_t) * (size_t)q * MW);
+        x.pq = ltkc_take(&w, sizeof(float *) * (size_t)q * NT);
+        x.px = ltkc_take(&w, sizeof(float *) * (size_t)q * NT);
+        x.pi = ltkc_take(&w, sizeof(int32_t) * (size_t)q * NT);
+        x.pj = ltkc_take(&w, sizeof(int32_t) * (size_t)q * NT);
+        x.pd = ltkc_take(&w, sizeof(float) * (size_t)q * NT);
+        x.edge = ltkc_take(&w, sizeof(float) * q);
+        x.rows = ltkc_take(&w, sizeof(ltkc_row) * q);
+        x.rscore = ltkc_take(&w, sizeof(float) * (size_t)q * cap);
+        x.ridx = ltkc_take(&w, sizeof(int64_t) * (size_t)q * cap);
+        x.rhist = ltkc_take(&w, p->mode == LTKC_MODE_BINS ? sizeof(uint32_t) * (size_t)q * LTKC_NB : 0);
+        x.tmp.keys = ltkc_take(&w, sizeof(uint32_t) * cap);
+        x.tmp.pos = ltkc_take(&w, sizeof(int32_t) * cap);
+        x.tmp.hist = ltkc_take(&w, sizeof(uint32_t) * 2048);
+        x.mscore = ltkc_take(&w, sizeof(float) * mcap);
+        x.midx = ltkc_take(&w, sizeof(int64_t) * mcap);
+        x.mtmp.keys = ltkc_take(&w, sizeof(uint32_t) * mcap);
+        x.mtmp.pos = ltkc_take(&w, sizeof(int32_t) * mcap);
+        x.mtmp.hist = x.tmp.hist;
+        x.sa = ltkc_take(&w, sizeof(uint64_t) * (size_t)p->k);
+        x.sb = ltkc_take(&w, sizeof(uint64_t) * (size_t)p->k);
+        x.opos = ltkc_take(&w, sizeof(int32_t) * (size_t)p->k);
+        if (th) th[t] = x;
+    }
+    return w.off;
+}
+
+/* ---- shared helpers ----------------------------------------------------------------------------- */
+static inline float transform(int metric, float dot, float qn, float xn, float sq, float sx) {
+    float s;
+    if (metric == LTK_METRIC_IP) s = dot;
+    else if (metric == LTK_METRIC_L2) s = -fmaf(-2.0f, dot, qn + xn);
+    else s = (qn == 0.0f || xn == 0.0f) ? 0.0f : dot / (sq * sx); /* NaN norms stay NaN */
+    return ltkc_canon(s);
+}
+
+/* Vectors [i0, i0+n) as fp32 rows: the base itself for F32, else decoded into `tile`. */
+static const float *tile_rows(const ltk_knn_args *a, const plan *p, int64_t i0, int n, const int64_t *gather,
+                              float *tile, int64_t *ld) {
+    if (a->dtype == LTK_DTYPE_F32 && !gather) {
+        *ld = a->base_stride;
+        return (const float *)a->base + i0 * a->base_stride;
+    }
+    for (int j = 0; j < n; j++) {
+        int64_t i = gather ? gather[j] : i0 + j;
+        if (a->dtype == LTK_DTYPE_F32) {
+            memcpy(tile + (size_t)j * p->Dp, (const float *)a->base + i * a->base_stride, sizeof(float) * p->D);
+        } else {
+            for (int d = 0; d < p->D; d++) tile[(size_t)j * p->Dp + d] = ltk_load_f32(a->base, a->dtype, i * a->base_stride + d);
+        }
+    }
+    *ld = p->Dp;
+    return tile;
+}
+
+/* Canonical squared norms (and derived values) of n rows. */
+static void tile_norms(const ltkc_kern *K, const float *X, int64_t ld, int n, int D, float *xn) {
+    const float *pp[NT];
+    for (int j = 0; j < n; j++) pp[j] = X + j * ld;
+    K->dots_pairs(pp, pp, n, D, xn);
+}
+
+static float norm_bound(float n2, int D) {
+    if (!(n2 <= 0x1p120f)) return INFINITY; /* NaN, inf or too large: no screening */
+    double g = gam(ceil(D / 16.0) + 4);
+    double t = ((double)n2 + (D + 16) * 0x1p-149) / (1.0 - g);
+    double r = sqrt(t) * (1.0 + 0x1p-20);
+    float f = (float)r;
+    if ((double)f < r) f = nextafterf(f, INFINITY);
+    return f;
+}
+
+static float round_up(double v) {
+    float f = (float)v;
+    if ((double)f < v) f = nextafterf(f, INFINITY);
+    return f;
+}
+
+static void prepare_queries(const ltk_knn_args *a, const plan *p, const ltkc_kern *K, int64_t b0, int nq,
+                            shared *s) {
+    for (int i = 0; i < nq; i++) {
+        float *q = s->Qf + (size_t)i * p->Dp;
+        for (int d = 0; d < p->D; d++) q[d] = ltk_load_f32(a->queries, a->dtype, (b0 + i) * a->q_stride + d);
+        for (int d = p->D; d < p->Dp; d++) q[d] = 0.0f;
+        const float *pp[1] = {q};
+        K->dots_pairs(pp, pp, 1, p->D, &s->qn[i]);
+        s->sq[i] = sqrtf(s->qn[i]);
+        if (p->screen) {
+            K->knn_pack_query(q, p->D, s->Qp + (size_t)i * p->D2);
+            double ub = 0x1p-8, D = p->D;
+            double c = 2 * ub + ub * ub + gam(ceil(D / 16.0) + 4) + gam(D + 2) * (1 + ub) * (1 + ub);
+            float nq_ = norm_bound(s->qn[i], p->D);
+            s->qa[4 * i + 0] = round_up(c * (1.0 + 0x1p-16) * (double)nq_);
+            s->qa[4 * i + 1] = round_up(0x1p-119 * (D + 4) * ((double)nq_ + 1.0));
+            s->qa[4 * i + 2] = s->qn[i];
+            s->qa[4 * i + 3] = s->sq[i];
+        }
+    }
+}
+
+static void write_row(const ltk_knn_args *a, int64_t b, const float *score, const int64_t *idx, const int32_t *pos,
+                      int64_t m, int64_t nnan, const int64_t *nan_idx) {
+    int64_t *oi = a->out_idx + b * a->out_stride;
+    float *os = a->out_scores ? a->out_scores + b * a->out_stride : NULL;
+    int l2 = a->metric == LTK_METRIC_L2;
+    int64_t j = 0;
+    for (; j < m; j++) {
+        oi[j] = idx[pos[j]];
+        if (os) {
+            float s = score[pos[j]];
+            os[j] = (l2 && s == s) ? -s : s;
+        }
+    }
+    for (int64_t t = 0; t < nnan && j < a->k; t++, j++) {
+        oi[j] = nan_idx[t];
+        if (os) os[j] = ltk_bits_f32(LTKC_CANON_NAN);
+    }
+    for (; j < a->k; j++) {
+        oi[j] = -1;
+        if (os) os[j] = l2 ? INFINITY : -INFINITY;
+    }
+}
+
+/* ---- fused ---------------------------------------------------------------------------------------- */
+static void push_exact_tile(const ltk_knn_args *a, const plan *p, const ltkc_kern *K, const shared *s, thr *x,
+                            int nq, const float *X, int64_t ld, int64_t i0, int n, int gate) {
+    K->dots_block(s->Qf, p->Dp, nq, X, ld, n, p->D, x->sc, NT);
+    const float *xn = x->xa + 2 * NT, *sx = x->xa + 3 * NT;
+    for (int i = 0; i < nq; i++) {
+        float *row = x->sc + (size_t)i * NT;
+        for (int j = 0; j < n; j++) row[j] = transform(p->metric, row[j], s->qn[i], xn[j], s->sq[i], sx[j]);
+        if (!gate) continue;
+        ltkc_row *r = &x->rows[i];
+        if (r->mode == LTKC_MODE_ALL) {
+            for (int j = 0; j < n; j++) ltkc_row_push(r, row[j], i0 + j, &x->tmp);
+            continue;
+        }
+        uint64_t m[MW] = {0};
+        K->gate_mask(row, n, r->edge, m);
+        for (int w = 0; w < MW; w++)
+            for (uint64_t bits = m[w]; bits; bits &= bits - 1) {
+                int j = w * 64 + __builtin_ctzll(bits);
+                ltkc_row_push(r, row[j], i0 + j, &x->tmp);
+            }
+    }
+}
+
+/* Returns the number of pairs rescored. */
+static int screen_tile(const ltk_knn_args *a, const plan *p, const ltkc_kern *K, const shared *s, thr *x, int nq,
+                       const float *X, int64_t ld, int64_t i0, int n) {
+    K->knn_pack_tile(X, ld, n, p->D, x->packed);
+    int np = (n + 15) / 16, xs = np * 16;
+    /* SoA over the padded width for the kernel: nx, ex, xn, sx */
+    float *nx = x->sc, *ex = nx + xs, *xn2 = ex + xs, *sx2 = xn2 + xs; /* sc is free here */
+    const float *xn = x->xa + 2 * NT, *sx = x->xa + 3 * NT;
+    for (int j = 0; j < xs; j++) {
+        float v = j < n ? xn[j] : 0.0f;
+        float b = norm_bound(v, p->D);
+        nx[j] = b;
+        ex[j] = round_up(0x1p-119 * (p->D + 4) * (double)b);
+        xn2[j] = v;
+        sx2[j] = j < n ? sx[j] : 0.0f;
+    }
+    for (int i = 0; i < nq; i++) x->edge[i] = x->rows[i].edge;
+    K->knn_screen(s->Qp, nq, x->packed, n, p->D, p->metric, s->qa, nx, x->edge, x->mask, MW);
+    int np_ = 0;
+    for (int i = 0; i < nq; i++)
+        for (int w = 0; w < MW; w++)
+            for (uint64_t bits = x->mask[(size_t)i * MW + w]; bits; bits &= bits - 1) {
+                int j = w * 64 + __builtin_ctzll(bits);
+                x->pq[np_] = s->Qf + (size_t)i * p->Dp;
+                x->px[np_] = X + j * ld;
+                x->pi[np_] = i;
+                x->pj[np_] = j;
+                np_++;
+            }
+    K->dots_pairs(x->pq, x->px, np_, p->D, x->pd);
+    for (int t = 0; t < np_; t++) {
+        int i = x->pi[t], j = x->pj[t];
+        float sc = transform(p->metric, x->pd[t], s->qn[i], xn[j], s->sq[i], sx[j]);
+        ltkc_row_push(&x->rows[i], sc, i0 + j, &x->tmp);
+    }
+    return np_;
+}
+
+static void fused_block(const ltk_knn_args *a, const ltk_exec *e, const plan *p, const ltkc_kern *K, shared *s,
+                        thr *th, int64_t b0, int nq, ltk_stats *st) {
+    int nth = p->nth;
+    int unsorted = (a->flags & LTK_FLAG_UNSORTED) != 0;
+    int gate = e->algo != LTK_ALGO_SCORE_ONLY;
+#pragma omp parallel num_threads(nth)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads(); /* the team may be smaller than asked */
+        thr *x = &th[t];
+        /* 1. sample: strided, distinct, shared by all queries; threads split it */
+        if (p->ms > 0 && gate) {
+            int64_t per = (p->ms + nt - 1) / nt, c0 = per * t, c1 = c0 + per < p->ms ? c0 + per : p->ms;
+            int64_t g[NT];
+            for (int64_t c = c0; c < c1; c += NT) {
+                int n = c1 - c < NT ? (int)(c1 - c) : NT;
+                for (int j = 0; j < n; j++) g[j] = (c + j) * p->N / p->ms;
+                int64_t ld;
+                const float *X = tile_rows(a, p, 0, n, g, x->tile, &ld);
+                tile_norms(K, X, ld, n, p->D, x->xa + 2 * NT);
+                for (int j = 0; j < n; j++) x->xa[3 * NT + j] = sqrtf(x->xa[2 * NT + j]);
+                K->dots_block(s->Qf, p->Dp, nq, X, ld, n, p->D, x->sc, NT);
+                for (int i = 0; i < nq; i++)
+                    for (int j = 0; j < n; j++)
+                        s->sample[(size_t)i * p->ms + c + j] = transform(p->metric, x->sc[(size_t)i * NT + j], s->qn[i],
+                                                                         x->xa[2 * NT + j], s->sq[i], x->xa[3 * NT + j]);
+            }
+        }
+#pragma omp barrier
+        /* 2. rows: identical bins in every thread (same sample) */
+        for (int i = 0; i < nq; i++) {
+            ltkc_row_setup(&x->rows[i], x->rscore + (size_t)i * p->cap, x->ridx + (size_t)i * p->cap,
+                           x->rhist ? x->rhist + (size_t)i * LTKC_NB : NULL, p->cap, p->k, p->mode);
+            if (p->mode == LTKC_MODE_BINS && gate) ltkc_row_init_sample(&x->rows[i], s->sample + (size_t)i * p->ms, p->ms, &x->tmp);
+        }
+        /* 3. scan this thread's slice of the base */
+        int64_t per = (p->N + nt - 1) / nt;
+        per = (per + 15) & ~(int64_t)15;
+        int64_t n0 = per * t < p->N ? per * t : p->N, n1 = n0 + per < p->N ? n0 + per : p->N;
+        int use_screen = 0;
+        for (int64_t i0 = n0; i0 < n1; i0 += NT) {
+            int n = n1 - i0 < NT ? (int)(n1 - i0) : NT;
+            int64_t ld;
+            const float *X = tile_rows(a, p, i0, n, NULL, x->tile, &ld);
+            tile_norms(K, X, ld, n, p->D, x->xa + 2 * NT);
+            for (int j = 0; j < n; j++) x->xa[3 * NT + j] = sqrtf(x->xa[2 * NT + j]);
+            int screenable = p->screen && gate;
+            for (int i = 0; i < nq && screenable; i++)
+                if (x->rows[i].edge == -INFINITY) screenable = 0;
+            if (screenable && use_screen >= 0) {
+                int passed = screen_tile(a, p, K, s, x, nq, X, ld, i0, n);
+                /* Many rescored pairs cost more than the plain fp32 tile: skip screening a while. */
+                if (passed * 4 > nq * n) use_screen = -8;
+            } else {
+                push_exact_tile(a, p, K, s, x, nq, X, ld, i0, n, gate);
+                if (use_screen < 0) use_screen++;
+            }
+            for (int i = 0; i < nq; i++) ltkc_row_refresh(&x->rows[i]);
+        }
+#pragma omp barrier
+        /* 4. merge per query (index order: thread slices are in increasing order) */
+#pragma omp for schedule(dynamic, 1)
+        for (int i = 0; i < nq; i++) {
+            int64_t n = 0, app = 0, comp = 0;
+            for (int u = 0; u < nt; u++) {
+                ltkc_row *r = &th[u].rows[i];
+                memcpy(x->mscore + n, r->score, sizeof(float) * (size_t)r->count);
+                memcpy(x->midx + n, r->idx, sizeof(int64_t) * (size_t)r->count);
+                n += r->count;
+                app += r->appended;
+                comp += r->compactions;
+            }
+            int64_t m = 0, nnan = 0;
+            if (gate) m = ltkc_final_arrays(x->mscore, n, p->k, &x->mtmp, x->sa, x->sb, unsorted, x->opos);
+            int fb = 0;
+            if (gate && m < p->k && p->N > p->k) {
+                /* fewer than k non-NaN scores: the rest are the lowest-index NaN scores */
+                fb = 1;
+                int64_t need = p->k - m;
+                int64_t *nan_idx = (int64_t *)x->sa; /* free after the sort */
+                for (int64_t i0 = 0; i0 < p->N && nnan < need; i0 += NT) {
+                    int nn = p->N - i0 < NT ? (int)(p->N - i0) : NT;
+                    int64_t ld;
+                    const float *X = tile_rows(a, p, i0, nn, NULL, x->tile, &ld);
+                    float xn[NT], d[NT];
+                    tile_norms(K, X, ld, nn, p->D, xn);
+                    K->dots_block(s->Qf + (size_t)i * p->Dp, p->Dp, 1, X, ld, nn, p->D, d, NT);
+                    for (int j = 0; j < nn && nnan < need; j++) {
+                        float sc = transform(p->metric, d[j], s->qn[i], xn[j], s->sq[i], sqrtf(xn[j]));
+                        if (sc != sc) nan_idx[nnan++] = i0 + j;
+                    }
+                }
+                write_row(a, b0 + i, x->mscore, x->midx, x->opos, m, nnan, nan_idx);
+            } else if (gate) {
+                write_row(a, b0 + i, x->mscore, x->midx, x->opos, m, 0, NULL);
+            } else {
+                write_row(a, b0 + i, x->mscore, x->midx, x->opos, 0, 0, NULL);
+            }
+            if (st) {
+#pragma omp critical(ltkc_knn_stats)
+                {
+                    st->candidates += app;
+                    if (app > st->candidates_max) st->candidates_max = app;
+                    st->bin_entries += n;
+                    if (n > st->bin_entries_max) st->bin_entries_max = n;
+                    st->compactions += comp;
+                    st->fallback_rows += fb;
+                    if (st->row_candidates) st->row_candidates[b0 + i] = (int32_t)(app < INT32_MAX ? app : INT32_MAX);
+                    if (st->row_bin_entries) st->row_bin_entries[b0 + i] = (int32_t)(n < INT32_MAX ? n : INT32_MAX);
+                }
+            }
+        }
+    }
+}
+
+/* ---- materialize ---------------------------------------------------------------------------------- */
+typedef struct {
+    int nth, rb;
+    int64_t cap;
+} mplan;
+
+typedef struct {
+    float *S, *Qf, *qn, *sq;
+    struct {
+        float *tile, *xn, *sx;
+        ltkc_selws sel;
+        uint32_t *okey;
+        int32_t *opos;
+        uint64_t *sa, *sb;
+    } t[256];
+} mlay;
+
+static mplan make_mplan(const ltk_knn_args *a, const plan *p) {
+    mplan m;
+    m.nth = p->nth;
+    int64_t rb = a->N > 0 ? (int64_t)(MAT_BYTES / ((size_t)a->N * 4)) : QB;
+    if (rb < 1) rb = 1;
+    if (rb > a->B) rb = a->B > 0 ? a->B : 1;
+    m.rb = (int)rb;
+    m.cap = ltkc_select_cap(a->N, a->k);
+    return m;
+}
+
+static size_t mat_layout(const ltk_knn_args *a, const plan *p, const mplan *m, char *base, mlay *L) {
+    ltkc_ws w = {base, 0};
+    float *S = ltkc_take(&w, sizeof(float) * (size_t)m->rb * (size_t)(a->N > 0 ? a->N : 1));
+    float *Qf = ltkc_take(&w, sizeof(float) * (size_t)m->rb * p->Dp);
+    float *qn = ltkc_take(&w, sizeof(float) * m->rb);
+    float *sq = ltkc_take(&w, sizeof(float) * m->rb);
+    if (L) {
+        L->S = S;
+        L->Qf = Qf;
+        L->qn = qn;
+        L->sq = sq;
+    }
+    for (int t = 0; t < m->nth; t++) {
+        float *tile = ltkc_take(&w, sizeof(float) * NT * (size_t)p->Dp);
+        float *xn = ltkc_take(&w, sizeof(float) * NT);
+        float *sx = ltkc_take(&w, sizeof(float) * NT);
+        uint32_t *hist = ltkc_take(&w, sizeof(uint32_t) * 2048);
+        uint32_t *bkey = ltkc_take(&w, sizeof(uint32_t) * (size_t)m->cap);
+        int32_t *bpos = ltkc_take(&w, sizeof(int32_t) * (size_t)m->cap);
+        uint32_t *okey = ltkc_take(&w, sizeof(uint32_t) * (size_t)p->k);
+        int32_t *opos = ltkc_take(&w, sizeof(int32_t) * (size_t)p->k);
+        uint64_t *sa = ltkc_take(&w, sizeof(uint64_t) * (size_t)p->k);
+        uint64_t *sb = ltkc_take(&w, sizeof(uint64_t) * (size_t)p->k);
+        if (L) {
+            L->t[t].tile = tile;
+            L->t[t].xn = xn;
+            L->t[t].sx = sx;
+            L->t[t].sel = (ltkc_selws){hist, bkey, bpos, m->cap};
+            L->t[t].okey = okey;
+            L->t[t].opos = opos;
+            L->t[t].sa = sa;
+            L->t[t].sb = sb;
+        }
+    }
+    return w.off;
+}
+
+static ltk_status materialize(const ltk_knn_args *a, const ltk_exec *e, const plan *p, const ltkc_kern *K, void *ws,
+                              size_t wsb) {
+    mplan m = make_mplan(a, p);
+    mlay L; /* pointer table on this stack: the team reads it through the shared frame */
+    size_t need = mat_layout(a, p, &m, NULL, NULL);
+    LTK_RETURN_IF(need > wsb || !ws, LTK_EWORKSPACE, "cpu knn: workspace %zu < %zu", wsb, need);
+    mat_layout(a, p, &m, ws, &L);
+    int unsorted = (a->flags & LTK_FLAG_UNSORTED) != 0;
+    int l2 = a->metric == LTK_METRIC_L2;
+    for (int64_t b0 = 0; b0 < a->B; b0 += m.rb) {
+        int nq = a->B - b0 < m.rb ? (int)(a->B - b0) : m.rb;
+        for (int i = 0; i < nq; i++) {
+            float *q = L.Qf + (size_t)i * p->Dp;
+            for (int d = 0; d < p->D; d++) q[d] = ltk_load_f32(a->queries, a->dtype, (b0 + i) * a->q_stride + d);
+            const float *pp[1] = {q};
+            K->dots_pairs(pp, pp, 1, p->D, &L.qn[i]);
+            L.sq[i] = sqrtf(L.qn[i]);
+        }
+#pragma omp parallel num_threads(m.nth)
+        {
+            int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            int64_t per = (a->N + nt - 1) / nt;
+            per = (per + 15) & ~(int64_t)15;
+            int64_t n0 = per * t < a->N ? per * t : a->N, n1 = n0 + per < a->N ? n0 + per : a->N;
+            for (int64_t i0 = n0; i0 < n1; i0 += NT) {
+                int n = n1 - i0 < NT ? (int)(n1 - i0) : NT;
+                int64_t ld;
+                const float *X = tile_rows(a, p, i0, n, NULL, L.t[t].tile, &ld);
+                tile_norms(K, X, ld, n, p->D, L.t[t].xn);
+                for (int j = 0; j < n; j++) L.t[t].sx[j] = sqrtf(L.t[t].xn[j]);
+                float *out = L.S + i0;
+                K->dots_block(L.Qf, p->Dp, nq, X, ld, n, p->D, out, a->N);
+                for (int i = 0; i < nq; i++)
+                    for (int j = 0; j < n; j++) {
+                        float *v = &out[(size_t)i * a->N + j];
+                        *v = transform(p->metric, *v, L.qn[i], L.t[t].xn[j], L.sq[i], L.t[t].sx[j]);
+                    }
+            }
+#pragma omp barrier
+#pragma omp for schedule(dynamic, 1)
+            for (int i = 0; i < nq; i++) {
+                const float *row = L.S + (size_t)i * a->N;
+                int64_t mm = ltkc_select_row(row, LTK_DTYPE_F32, a->N, a->k, &L.t[t].sel, L.t[t].okey, L.t[t].opos);
+                if (!unsorted) {
+                    for (int64_t j = 0; j < mm; j++) L.t[t].sa[j] = ltkc_composite(L.t[t].okey[j], L.t[t].opos[j]);
+                    ltkc_sort_u64(L.t[t].sa, L.t[t].sb, mm);
+                    for (int64_t j = 0; j < mm; j++) L.t[t].opos[j] = (int32_t)(uint32_t)L.t[t].sa[j];
+                }
+                int64_t *oi = a->out_idx + (b0 + i) * a->out_stride;
+                float *os = a->out_scores ? a->out_scores + (b0 + i) * a->out_stride : NULL;
+                for (int64_t j = 0; j < a->k; j++) {
+                    if (j < mm) {
+                        oi[j] = L.t[t].opos[j];
+                        if (os) {
+                            float s = row[L.t[t].opos[j]];
+                            os[j] = (l2 && s == s) ? -s : s;
+                        }
+                    } else {
+                        oi[j] = -1;
+                        if (os) os[j] = l2 ? INFINITY : -INFINITY;
+                    }
+                }
+            }
+        }
+    }
+    if (e->stats) {
+        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
+        e->stats->rows = a->B;
+        if (a->N <= a->k) e->stats->short_rows = a->B;
+    }
+    return LTK_OK;
+}
+
+/* ---- entry points ------------------------------------------------------------------------------- */
+ltk_status ltkc_knn_ws(const ltk_knn_args *a, const ltk_exec *e, size_t *bytes) {
+    plan p = make_plan(a, e);
+    if (e->algo == LTK_ALGO_MATERIALIZE) {
+        mplan m = make_mplan(a, &p);
+        *bytes = mat_layout(a, &p, &m, NULL, NULL);
+    } else {
+        *bytes = fused_layout(&p, NULL, NULL, NULL);
+    }
+    return LTK_OK;
+}
+
+ltk_status ltkc_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+    const ltkc_kern *K = ltkc_kernels();
+    plan p = make_plan(a, e);
+    LTK_RETURN_IF(a->N >= ((int64_t)1 << 31) && e->algo == LTK_ALGO_MATERIALIZE, LTK_EUNSUPPORTED,
+                  "cpu knn materialize: N=%lld >= 2^31", (long long)a->N);
+    if (e->algo == LTK_ALGO_MATERIALIZE) return materialize(a, e, &p, K, ws, wsb);
+    size_t need = fused_layout(&p, NULL, NULL, NULL);
+    LTK_RETURN_IF(need > wsb || !ws, LTK_EWORKSPACE, "cpu knn: workspace %zu < %zu", wsb, need);
+    shared s;
+    thr *th;
+    fused_layout(&p, ws, &s, &th);
+    ltk_stats *st = e->stats;
+    if (st) memset(st, 0, offsetof(ltk_stats, row_candidates));
+    for (int64_t b0 = 0; b0 < a->B; b0 += p.nq_max) {
+        int nq = a->B - b0 < p.nq_max ? (int)(a->B - b0) : p.nq_max;
+        prepare_queries(a, &p, K, b0, nq, &s);
+        fused_block(a, e, &p, K, &s, th, b0, nq, st);
+    }
+    if (st) {
+        st->rows = a->B;
+        if (a->N <= a->k) st->short_rows = a->B;
+    }
+    return LTK_OK;
+}

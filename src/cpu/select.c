@@ -1,0 +1,274 @@
+/* Exact select engine of the CPU backend: radix select on ltk_rank_key (11/11/10-bit digits),
+ * and the select API (also the final step of the materialize paths).
+ * Ties are broken by position: every caller passes entries in index order, so "first by
+ * position" is "lower index first", as the ORDER of litetopk.h requires. */
+#include "cpu-impl.h"
+
+#include <omp.h>
+#include <string.h>
+
+static const int dig_shift[3] = {21, 10, 0};
+static const int dig_bits[3] = {11, 11, 10};
+
+uint32_t ltkc_kth_key(const uint32_t *keys, int64_t n, int64_t k, int64_t *take_eq, uint32_t *hist) {
+    uint32_t prefix = 0, pmask = 0;
+    int64_t rem = k;
+    for (int p = 0; p < 3; p++) {
+        uint32_t nb = 1u << dig_bits[p], dm = nb - 1;
+        int sh = dig_shift[p];
+        memset(hist, 0, sizeof(uint32_t) * nb);
+        if (p == 0) {
+            for (int64_t i = 0; i < n; i++) hist[keys[i] >> 21]++;
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                if ((keys[i] & pmask) == prefix) hist[(keys[i] >> sh) & dm]++;
+        }
+        int64_t cum = 0;
+        uint32_t d = dm;
+        while (d > 0 && cum + hist[d] < rem) cum += hist[d--];
+        rem -= cum;
+        prefix |= d << sh;
+        pmask |= dm << sh;
+    }
+    *take_eq = rem;
+    return prefix;
+}
+
+int64_t ltkc_filter_top(const uint32_t *keys, int64_t n, uint32_t K, int64_t take_eq, int32_t *out_pos) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t key = keys[i];
+        if (key > K || (key == K && take_eq-- > 0)) out_pos[m++] = (int32_t)i;
+    }
+    return m;
+}
+
+void ltkc_sort_u64(uint64_t *a, uint64_t *tmp, int64_t n) {
+    if (n <= 48) {
+        for (int64_t i = 1; i < n; i++) {
+            uint64_t v = a[i];
+            int64_t j = i;
+            while (j > 0 && a[j - 1] > v) {
+                a[j] = a[j - 1];
+                j--;
+            }
+            a[j] = v;
+        }
+        return;
+    }
+    static _Thread_local uint32_t cnt[8][256];
+    memset(cnt, 0, sizeof cnt);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t v = a[i];
+        for (int b = 0; b < 8; b++) cnt[b][(v >> (8 * b)) & 255]++;
+    }
+    uint64_t *src = a, *dst = tmp;
+    for (int b = 0; b < 8; b++) {
+        if (cnt[b][(a[0] >> (8 * b)) & 255] == (uint32_t)n) continue; /* digit constant: skip */
+        uint32_t off = 0;
+        for (int d = 0; d < 256; d++) {
+            uint32_t c = cnt[b][d];
+            cnt[b][d] = off;
+            off += c;
+        }
+        for (int64_t i = 0; i < n; i++) dst[cnt[b][(src[i] >> (8 * b)) & 255]++] = src[i];
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != a) memcpy(a, src, sizeof(uint64_t) * (size_t)n);
+}
+
+/* ---- typed rows -------------------------------------------------------------------------------- */
+#define CHUNK 2048
+
+static void load_keys(const void *row, ltk_dtype dt, int64_t i0, int64_t n, uint32_t *keys) {
+    switch (dt) {
+    case LTK_DTYPE_F32: ltkc_kernels()->keys_f32((const float *)row + i0, n, keys); break;
+    case LTK_DTYPE_BF16: {
+        const uint16_t *p = (const uint16_t *)row + i0;
+        for (int64_t i = 0; i < n; i++) keys[i] = ltk_rank_key(ltk_bits_f32((uint32_t)p[i] << 16));
+        break;
+    }
+    case LTK_DTYPE_F16: {
+        const uint16_t *p = (const uint16_t *)row + i0;
+        for (int64_t i = 0; i < n; i++) keys[i] = ltk_rank_key(ltk_f16_to_f32(p[i]));
+        break;
+    }
+    default:
+        for (int64_t i = 0; i < n; i++) keys[i] = 0;
+        break;
+    }
+}
+
+int64_t ltkc_select_cap(int64_t n, int64_t k) {
+    int64_t cap = (int64_t)1 << 18;
+    if (cap < 2 * k) cap = 2 * k;
+    return n < cap ? (n > 0 ? n : 1) : cap;
+}
+
+int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, const ltkc_selws *w, uint32_t *out_key,
+                        int32_t *out_pos) {
+    uint32_t keys[CHUNK];
+    if (n <= k) {
+        for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+            int64_t c = n - i0 < CHUNK ? n - i0 : CHUNK;
+            load_keys(row, dt, i0, c, out_key + i0);
+            for (int64_t i = 0; i < c; i++) out_pos[i0 + i] = (int32_t)(i0 + i);
+        }
+        return n;
+    }
+    uint32_t *hist = w->hist;
+    uint32_t prefix = 0; /* known high bits of the k-th key */
+    int64_t rem = k;      /* entries still to take from the current bucket */
+    int64_t bucket = n;   /* entries in the current bucket */
+    int level;
+    for (level = 0; level < 3; level++) {
+        int sh = dig_shift[level];
+        uint32_t nb = 1u << dig_bits[level], dm = nb - 1;
+        int psh = level == 0 ? 32 : dig_shift[level - 1];
+        memset(hist, 0, sizeof(uint32_t) * nb);
+        for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+            int64_t c = n - i0 < CHUNK ? n - i0 : CHUNK;
+            load_keys(row, dt, i0, c, keys);
+            if (level == 0) {
+                for (int64_t i = 0; i < c; i++) hist[keys[i] >> 21]++;
+            } else {
+                uint32_t want = prefix >> psh;
+                for (int64_t i = 0; i < c; i++)
+                    if ((keys[i] >> psh) == want) hist[(keys[i] >> sh) & dm]++;
+            }
+        }
+        int64_t cum = 0;
+        uint32_t d = dm;
+        while (d > 0 && cum + hist[d] < rem) cum += hist[d--];
+        rem -= cum;
+        prefix |= d << sh;
+        bucket = hist[d];
+        if (bucket <= w->cap) break;
+    }
+    /* Collect: entries above the bucket go straight out, bucket entries to the buffer. */
+    int sh = level < 3 ? dig_shift[level] : 0;
+    uint32_t want = prefix >> sh;
+    int64_t m = 0, nb = 0;
+    int direct = level >= 3; /* the whole key is known: take the first rem equal ones */
+    int64_t take = rem;
+    for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+        int64_t c = n - i0 < CHUNK ? n - i0 : CHUNK;
+        load_keys(row, dt, i0, c, keys);
+        for (int64_t i = 0; i < c; i++) {
+            uint32_t top = sh >= 32 ? 0 : keys[i] >> sh;
+            if (top > want) {
+                out_key[m] = keys[i];
+                out_pos[m++] = (int32_t)(i0 + i);
+            } else if (top == want) {
+                if (direct) {
+                    if (take > 0) {
+                        take--;
+                        out_key[m] = keys[i];
+                        out_pos[m++] = (int32_t)(i0 + i);
+                    }
+                } else {
+                    w->bkey[nb] = keys[i];
+                    w->bpos[nb++] = (int32_t)(i0 + i);
+                }
+            }
+        }
+    }
+    if (!direct && rem > 0) {
+        int64_t te;
+        uint32_t K = ltkc_kth_key(w->bkey, nb, rem, &te, hist);
+        for (int64_t i = 0; i < nb; i++) {
+            uint32_t key = w->bkey[i];
+            if (key > K || (key == K && te-- > 0)) {
+                out_key[m] = key;
+                out_pos[m++] = w->bpos[i];
+            }
+        }
+    }
+    return m;
+}
+
+/* ---- select API ---------------------------------------------------------------------------------- */
+typedef struct {
+    ltkc_selws sel;
+    uint32_t *okey;
+    int32_t *opos;
+    uint64_t *sa, *sb;
+} sel_thread;
+
+static size_t select_layout(const ltk_select_args *a, int nth, char *base, sel_thread **thp) {
+    ltkc_ws w = {base, 0};
+    sel_thread *th = ltkc_take(&w, sizeof(sel_thread) * (size_t)nth);
+    if (thp) *thp = th;
+    int64_t cap = ltkc_select_cap(a->cols, a->k);
+    int64_t k = a->k;
+    for (int t = 0; t < nth; t++) {
+        sel_thread s;
+        s.sel.hist = ltkc_take(&w, sizeof(uint32_t) * 2048);
+        s.sel.bkey = ltkc_take(&w, sizeof(uint32_t) * (size_t)cap);
+        s.sel.bpos = ltkc_take(&w, sizeof(int32_t) * (size_t)cap);
+        s.sel.cap = cap;
+        s.okey = ltkc_take(&w, sizeof(uint32_t) * (size_t)k);
+        s.opos = ltkc_take(&w, sizeof(int32_t) * (size_t)k);
+        s.sa = ltkc_take(&w, sizeof(uint64_t) * (size_t)k);
+        s.sb = ltkc_take(&w, sizeof(uint64_t) * (size_t)k);
+        if (th) th[t] = s;
+    }
+    return w.off;
+}
+
+static int select_threads(const ltk_select_args *a, const ltk_exec *e) {
+    int nth = ltkc_threads(e);
+    if (a->rows < nth) nth = a->rows > 0 ? (int)a->rows : 1;
+    return nth;
+}
+
+ltk_status ltkc_select_ws(const ltk_select_args *a, const ltk_exec *e, size_t *bytes) {
+    *bytes = select_layout(a, select_threads(a, e), NULL, NULL);
+    return LTK_OK;
+}
+
+ltk_status ltkc_select(const ltk_select_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+    int nth = select_threads(a, e);
+    while (nth > 1 && select_layout(a, nth, NULL, NULL) > wsb) nth--;
+    LTK_RETURN_IF(select_layout(a, nth, NULL, NULL) > wsb || (wsb && !ws), LTK_EWORKSPACE,
+                  "cpu select: workspace of %zu bytes is too small", wsb);
+    sel_thread *th;
+    select_layout(a, nth, ws, &th);
+    size_t es = ltk_dtype_size(a->dtype);
+    int unsorted = (a->flags & LTK_FLAG_UNSORTED) != 0, absolute = (a->flags & LTK_FLAG_ABSOLUTE) != 0;
+    int64_t k = a->k;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nth)
+    for (int64_t r = 0; r < a->rows; r++) {
+        sel_thread *s = &th[omp_get_thread_num()];
+        int64_t lo = a->starts ? a->starts[r] : 0, hi = a->ends ? a->ends[r] : a->cols;
+        int64_t n = hi - lo, base = absolute ? 0 : lo;
+        const char *row = (const char *)a->scores + ((size_t)r * (size_t)a->row_stride + (size_t)lo) * es;
+        int64_t m = ltkc_select_row(row, a->dtype, n, k, &s->sel, s->okey, s->opos);
+        int32_t *oi = a->out_idx + r * a->out_stride;
+        float *os = a->out_scores ? a->out_scores + r * a->out_stride : NULL;
+        if (!unsorted) {
+            for (int64_t j = 0; j < m; j++) s->sa[j] = ltkc_composite(s->okey[j], s->opos[j]);
+            ltkc_sort_u64(s->sa, s->sb, m);
+            for (int64_t j = 0; j < m; j++) s->opos[j] = (int32_t)(uint32_t)s->sa[j];
+        }
+        for (int64_t j = 0; j < m; j++) {
+            oi[j] = (int32_t)(s->opos[j] + lo - base);
+            if (os) os[j] = ltk_load_f32(row, a->dtype, s->opos[j]);
+        }
+        for (int64_t j = m; j < k; j++) {
+            oi[j] = -1;
+            if (os) os[j] = -__builtin_inff();
+        }
+    }
+    if (e->stats) {
+        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
+        e->stats->rows = a->rows;
+        for (int64_t r = 0; r < a->rows; r++) {
+            int64_t lo = a->starts ? a->starts[r] : 0, hi = a->ends ? a->ends[r] : a->cols;
+            if (hi - lo <= k) e->stats->short_rows++;
+        }
+    }
+    return LTK_OK;
+}
