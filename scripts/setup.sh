@@ -13,4 +13,4 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "setup: please install: ${need[*]}" >&2
   fi
 fi
-python3 -c 'import numpy, pytest' 2>/dev/null || python3 -m pip install -q numpy pytest setuptools wheel
+python3 -c 'import numpy, pytest, wheel' 2>/dev/null || python3 -m pip install -q numpy pytest setuptools wheel

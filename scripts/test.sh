@@ -10,7 +10,7 @@ JOBS=${JOBS:-$(nproc)}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" -j "$JOBS"
 (cd "$BUILD" && ctest --output-on-failure -j "$JOBS")
-python3 -m pip install -q --no-build-isolation ./python
+LTK_LIBRARY="$PWD/$BUILD/liblitetopk.so" python3 -m pip install -q --no-build-isolation ./python
 LTK_LIBRARY="$PWD/$BUILD/liblitetopk.so" python3 -m pytest -q python/tests
 if [ "${LTK_SKIP_FUZZ:-0}" != 1 ]; then
   scripts/fuzz.sh "${LTK_FUZZ_SECONDS:-5}"

@@ -13,6 +13,13 @@ typedef struct {
 
 static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
 
+/* Rows per chunk: the requested chunk (default 8192), never more than L. */
+static int64_t chunk_rows(const ltk_prefill_args *a) {
+    int64_t C = a->chunk ? a->chunk : 8192;
+    if (C > a->L) C = a->L > 0 ? a->L : 1;
+    return C;
+}
+
 static ltk_status prefill_check(const ltk_prefill_args *a) {
     LTK_RETURN_IF(a == NULL, LTK_EINVAL, "args is NULL");
     LTK_RETURN_IF(a->L < 0 || a->L > INT32_MAX, LTK_EINVAL, "L=%lld out of [0, 2^31-1]", (long long)a->L);
@@ -54,8 +61,7 @@ static ltk_indexer_args chunk_args(const ltk_prefill_args *a, int64_t t0, int64_
 }
 
 static ltk_status prefill_layout_of(const ltk_prefill_args *a, const ltk_exec *e, prefill_layout *lay) {
-    int64_t C = a->chunk ? a->chunk : 8192;
-    if (C > a->L) C = a->L > 0 ? a->L : 1;
+    int64_t C = chunk_rows(a);
     int32_t kp = a->sample_size ? a->sample_size : 3 * a->k;
     ltk_indexer_args c = chunk_args(a, 0, C);
     /* Dummy non-NULL pointers so the size query validates shapes without touching memory. */
@@ -116,7 +122,7 @@ ltk_status ltk_prefill_run(const ltk_prefill_args *a, const ltk_exec *e_in) {
         LTK_FORWARD_IF(bi->mem_alloc(lay.total, &owned));
         ws = owned;
     }
-    int64_t C = a->chunk ? a->chunk : 8192;
+    int64_t C = chunk_rows(a);
     int32_t kp = a->sample_size ? a->sample_size : 3 * a->k;
     int64_t ostride = a->out_stride ? a->out_stride : a->k;
     char *p = ws + lay.indexer;
