@@ -62,6 +62,7 @@ typedef struct {
     uint32_t *Qp;     /* [QB][D2] */
     float *qn, *sq, *qa; /* [QB], [QB], [QB][4] */
     float *sample;    /* [QB][ms] */
+    uint32_t *gedge;  /* [QB] best gate edge published by any thread (float bits) */
 } shared;
 
 static double gam(double n) { return n * 0x1p-24 / (1.0 - n * 0x1p-24); }
@@ -104,6 +105,7 @@ static size_t fused_layout(const plan *p, char *base, shared *sh, thr **thp) {
     s.sq = ltkc_take(&w, sizeof(float) * q);
     s.qa = ltkc_take(&w, sizeof(float) * 4 * q);
     s.sample = ltkc_take(&w, sizeof(float) * (size_t)q * (size_t)(p->ms > 0 ? p->ms : 1));
+    s.gedge = ltkc_take(&w, sizeof(uint32_t) * q);
     if (sh) *sh = s;
     size_t cap = (size_t)p->cap, mcap = cap * (size_t)p->nth;
     for (int t = 0; t < p->nth; t++) {
@@ -193,6 +195,7 @@ static float round_up(double v) {
 static void prepare_queries(const ltk_knn_args *a, const plan *p, const ltkc_kern *K, int64_t b0, int nq,
                             shared *s) {
     for (int i = 0; i < nq; i++) {
+        s->gedge[i] = ltk_f32_bits(-INFINITY); /* before the team starts: no stale edge of the last block */
         float *q = s->Qf + (size_t)i * p->Dp;
         for (int d = 0; d < p->D; d++) q[d] = ltk_load_f32(a->queries, a->dtype, (b0 + i) * a->q_stride + d);
         for (int d = p->D; d < p->Dp; d++) q[d] = 0.0f;
@@ -353,7 +356,16 @@ static void fused_block(const ltk_knn_args *a, const ltk_exec *e, const plan *p,
                 push_exact_tile(a, p, K, s, x, nq, X, ld, i0, n, gate);
                 if (use_screen < 0) use_screen++;
             }
-            for (int i = 0; i < nq; i++) ltkc_row_refresh(&x->rows[i]);
+            /* Share gates: a thread's edge is backed by >= k of this query's keys, so it is a
+             * valid lower bound of the query's k-th best for every thread (design.md step 3). */
+            for (int i = 0; i < nq; i++) {
+                ltkc_row *r = &x->rows[i];
+                ltkc_row_refresh(r);
+                if (r->mode == LTKC_MODE_ALL) continue;
+                float g = ltk_bits_f32(__atomic_load_n(&s->gedge[i], __ATOMIC_RELAXED));
+                if (r->edge > g) __atomic_store_n(&s->gedge[i], ltk_f32_bits(r->edge), __ATOMIC_RELAXED);
+                else if (g > r->edge) r->edge = g;
+            }
         }
 #pragma omp barrier
         /* 4. merge per query (index order: thread slices are in increasing order) */
