@@ -1,0 +1,893 @@
+/* Exact brute-force kNN top-k on the GPU (inner product, L2 via norms, cosine).
+ *
+ * One scoring kernel, four epilogues (same arithmetic in all, so fused == materialize bit for bit):
+ *   STORE  writes every score (the materialize algo, and the threshold sample)
+ *   GATE   LiteTopK filter: an entry passes iff its rank key >= the query's sampled threshold t;
+ *          passing entries go to the query's candidate buffer (count kept also past capacity)
+ *   HIST   exact fallback, one radix pass: histogram of one 11-bit digit of the composite
+ *          (key, ~index) of the entries still matching the query's prefix
+ *   TAKE   exact fallback, final gather of the entries at or above the radix threshold
+ * Scores are recomputed in HIST/TAKE instead of materialised: the fallback needs no [B, N] buffer.
+ *
+ * Per corpus chunk (<= 2^30 rows, int32 local indices; larger corpora are split and merged):
+ *   1. sample: STORE over m strided rows (every (N/m)-th row), t = the r-th best sampled key with
+ *      r ~ 2k m / N (a guess, verified in 3)
+ *   2. GATE over the chunk
+ *   3. check: if a query's count is >= k and fits the buffer, its exact top-k is among its
+ *      candidates; otherwise it is marked for the fallback (counted in ltk_stats.fallback_rows)
+ *   4. up to 6 HIST passes + 1 TAKE pass; launched always, CTAs whose query block has nothing to
+ *      redo return at once (no host synchronisation)
+ *   5. final select per query (select.cuh: radix on composites, bitonic sort)
+ * Tensor cores: mma.sync m16n8k16 (bf16/f16, fp32 accumulation) on sm_80 and later, sm_90a
+ * included (no wgmma path yet). fp32: SIMT FMA in a fixed order (exact fp32 arithmetic; TF32 is
+ * not exact and is not used) — compute-bound, about an fp32-GEMM rate. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "ltk-cuda.h"
+#include "select.cuh"
+
+#define KNN_NT 256
+#define KNN_BM 128 /* base rows per tile */
+#define KNN_BQ 64  /* queries per tile */
+#define KNN_ST 3   /* cp.async stages */
+#define KNN_ROWB 64 /* bytes of one row per stage (32 bf16 / 16 f32) */
+#define KNN_SAMPLE 16384
+#define KNN_QBATCH 1024
+#define KNN_MAXCHUNK ((int64_t)1 << 30)
+
+enum { KNN_STORE = 0, KNN_GATE = 1, KNN_HIST = 2, KNN_TAKE = 3 };
+
+static int64_t knn_chunk_rows = KNN_MAXCHUNK; /* tests lower it to exercise the merge */
+extern "C" void ltk_cuda_knn_debug_chunk(int64_t rows) { knn_chunk_rows = rows > 0 ? rows : KNN_MAXCHUNK; }
+
+struct knn_params {
+    const void *q;        /* first query of the batch */
+    int64_t q_stride;
+    const void *x;        /* first base row of the launch range */
+    int64_t x_stride;     /* elements between consecutive scored rows */
+    int32_t D, metric, nq; /* nq: queries in this batch */
+    int64_t n;            /* rows in this launch */
+    int vec;              /* 16-byte cp.async path usable */
+    const float *qn;      /* [nq] query squared norms */
+    /* STORE */
+    float *S;
+    int64_t ld;
+    /* GATE */
+    const uint32_t *thr;
+    uint32_t *cnt, *ckey, *crel;
+    int64_t cap;
+    /* HIST / TAKE */
+    const uint32_t *fb_any; /* per query block */
+    const uint32_t *fb_on;
+    const uint64_t *fb_prefix, *fb_mask;
+    const int32_t *fb_shift, *fb_top;
+    uint32_t *fb_hist;      /* [nq][2048] */
+    uint64_t *fb_out;       /* [nq][kp] */
+    uint32_t *fb_cnt;
+    int32_t kp;
+};
+
+/* ---- PTX wrappers (sm_80+) ---------------------------------------------------------------- */
+static __device__ __forceinline__ void knn_cp16(uint32_t dst, const void *src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+static __device__ __forceinline__ void knn_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void knn_cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+static __device__ __forceinline__ void knn_ldsm4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+template <int DT>
+static __device__ __forceinline__ void knn_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    if (DT == 1)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <int DT> static __device__ __forceinline__ float knn_ld(const void *p, int64_t i) {
+    if (DT == 0) return ((const float *)p)[i];
+    uint16_t u = ((const uint16_t *)p)[i];
+    return DT == 1 ? ltk_h2f(u) : __uint_as_float((uint32_t)u << 16);
+}
+
+/* Swizzled 16-byte unit of (row, chunk) in a 64-byte-row tile: conflict-free ldmatrix. */
+static __device__ __forceinline__ int knn_swz(int row, int ch) { return row * 4 + (ch ^ ((row >> 1) & 3)); }
+
+/* Final score in the ranking space (larger = better): IP dot, L2 -(|q|^2 + |x|^2 - 2 dot), COS.
+ * + 0.0f turns -0 into +0 so every path reports the same bits. */
+static __device__ __forceinline__ float knn_score(float dot, float qn, float xn, int metric) {
+    float s;
+    if (metric == LTK_METRIC_IP) s = dot;
+    else if (metric == LTK_METRIC_L2) s = -((qn + xn) - 2.0f * dot);
+    else s = (qn > 0.0f && xn > 0.0f) ? dot / (sqrtf(qn) * sqrtf(xn)) : 0.0f;
+    return s + 0.0f;
+}
+
+struct knn_smem {
+    uint4 a[KNN_ST][KNN_BM * 4];
+    uint4 b[KNN_ST][KNN_BQ * 4];
+    float xn[KNN_BM];
+    float qn[KNN_BQ];
+    uint32_t thr[KNN_BQ];
+};
+
+template <int DT>
+static __device__ __forceinline__ void knn_load_stage(const knn_params &p, knn_smem *sm, int st, int64_t n0, int q0, int k0) {
+    const int esz = DT == 0 ? 4 : 2, epc = 16 / esz; /* elements per 16-byte unit */
+    if (p.vec) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int c = threadIdx.x + i * KNN_NT, row = c >> 2, ch = c & 3;
+            int64_t g = n0 + row;
+            int kk = k0 + ch * epc;
+            bool ok = g < p.n && kk < p.D;
+            const char *src = (const char *)p.x + ((ok ? g : 0) * p.x_stride + (ok ? kk : 0)) * esz;
+            knn_cp16((uint32_t)__cvta_generic_to_shared(&sm->a[st][knn_swz(row, ch)]), src, ok);
+        }
+        {
+            int c = threadIdx.x, row = c >> 2, ch = c & 3;
+            int qq = q0 + row, kk = k0 + ch * epc;
+            bool ok = qq < p.nq && kk < p.D;
+            const char *src = (const char *)p.q + ((ok ? (int64_t)qq : 0) * p.q_stride + (ok ? kk : 0)) * esz;
+            knn_cp16((uint32_t)__cvta_generic_to_shared(&sm->b[st][knn_swz(row, ch)]), src, ok);
+        }
+    } else { /* any stride / D / alignment: element loads, zero padding */
+        for (int e = threadIdx.x; e < (KNN_BM + KNN_BQ) * 4 * epc; e += KNN_NT) {
+            int unit = e / epc, w = e % epc;
+            bool isq = unit >= KNN_BM * 4;
+            int u2 = isq ? unit - KNN_BM * 4 : unit, row = u2 >> 2, ch = u2 & 3;
+            int kk = k0 + ch * epc + w;
+            float v = 0.0f;
+            if (isq) {
+                int qq = q0 + row;
+                if (qq < p.nq && kk < p.D) v = knn_ld<DT>(p.q, (int64_t)qq * p.q_stride + kk);
+            } else {
+                int64_t g = n0 + row;
+                if (g < p.n && kk < p.D) v = knn_ld<DT>(p.x, g * p.x_stride + kk);
+            }
+            uint4 *dst = isq ? &sm->b[st][knn_swz(row, ch)] : &sm->a[st][knn_swz(row, ch)];
+            if (DT == 0) ((float *)dst)[w] = v;
+            else if (DT == 1) ((__half *)dst)[w] = __float2half_rn(v); /* exact: v came from a half */
+            else ((__nv_bfloat16 *)dst)[w] = __float2bfloat16_rn(v);
+        }
+    }
+}
+
+/* One scored entry: (local row index, query in batch, score). */
+template <int MODE>
+static __device__ __forceinline__ void knn_emit(const knn_params &p, const knn_smem *sm, int64_t g, int qq, int ql,
+                                                float s) {
+    if (g >= p.n || qq >= p.nq) return;
+    if (MODE == KNN_STORE) {
+        p.S[(int64_t)qq * p.ld + g] = s;
+        return;
+    }
+    uint32_t key = ltk_key32(__float_as_uint(s));
+    if (MODE == KNN_GATE) {
+        if (key >= sm->thr[ql]) {
+            uint32_t pos = atomicAdd(&p.cnt[qq], 1u);
+            if ((int64_t)pos < p.cap) {
+                p.ckey[(int64_t)qq * p.cap + pos] = key;
+                p.crel[(int64_t)qq * p.cap + pos] = (uint32_t)g;
+            }
+        }
+        return;
+    }
+    if (!p.fb_on[qq]) return;
+    uint64_t c = ltk_comp(key, (uint32_t)g), m = p.fb_mask[qq], pre = p.fb_prefix[qq];
+    if (MODE == KNN_HIST) {
+        int top = p.fb_top[qq], sh = p.fb_shift[qq];
+        if (top > 0 && (c & m) == pre)
+            atomicAdd(&p.fb_hist[(int64_t)qq * LTK_SEL_BINS + ((c >> sh) & ((1ull << (top - sh)) - 1))], 1u);
+    } else {
+        if ((c & m) >= pre) {
+            uint32_t pos = atomicAdd(&p.fb_cnt[qq], 1u);
+            if ((int)pos < p.kp) p.fb_out[(int64_t)qq * p.kp + pos] = c;
+        }
+    }
+}
+
+template <int DT, int MODE>
+static __global__ void __launch_bounds__(KNN_NT, 2) knn_score_kernel(knn_params p) {
+    extern __shared__ __align__(16) unsigned char smraw[];
+    knn_smem *sm = (knn_smem *)smraw;
+    const int64_t ntiles = (p.n + KNN_BM - 1) / KNN_BM;
+    const int qblocks = (p.nq + KNN_BQ - 1) / KNN_BQ;
+    const int64_t items = ntiles * qblocks;
+    const int KB = DT == 0 ? 16 : 32; /* elements of D per stage */
+    const int nk = (p.D + KB - 1) / KB;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+        const int64_t tile = w / qblocks;
+        const int qb = (int)(w % qblocks);
+        if ((MODE == KNN_HIST || MODE == KNN_TAKE) && !p.fb_any[qb]) continue;
+        const int64_t n0 = tile * KNN_BM;
+        const int q0 = qb * KNN_BQ;
+        if (tid < KNN_BQ) {
+            int qq = q0 + tid;
+            sm->qn[tid] = (p.metric != LTK_METRIC_IP && qq < p.nq) ? p.qn[qq] : 0.0f;
+            if (MODE == KNN_GATE) sm->thr[tid] = qq < p.nq ? p.thr[qq] : 0xffffffffu;
+        }
+        float acc[32];
+#pragma unroll
+        for (int i = 0; i < 32; i++) acc[i] = 0.0f;
+        float xacc = 0.0f; /* partial |x|^2 of row tid/2 */
+#pragma unroll
+        for (int s = 0; s < KNN_ST - 1; s++) {
+            if (s < nk) knn_load_stage<DT>(p, sm, s, n0, q0, s * KB);
+            knn_cp_commit();
+        }
+        for (int kt = 0; kt < nk; kt++) {
+            knn_cp_wait<KNN_ST - 2>();
+            __syncthreads();
+            {
+                int nxt = kt + KNN_ST - 1;
+                if (nxt < nk) knn_load_stage<DT>(p, sm, nxt % KNN_ST, n0, q0, nxt * KB);
+                knn_cp_commit();
+            }
+            const int st = kt % KNN_ST;
+            if (p.metric != LTK_METRIC_IP) { /* |x|^2 in a fixed order: thread pair per row */
+                int row = tid >> 1, half = tid & 1;
+                const uint4 *ra = sm->a[st];
+#pragma unroll
+                for (int ch = half * 2; ch < half * 2 + 2; ch++) {
+                    uint4 u = ra[knn_swz(row, ch)];
+                    uint32_t ws[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        if (DT == 0) {
+                            float v = __uint_as_float(ws[j]);
+                            xacc = fmaf(v, v, xacc);
+                        } else {
+                            float v0 = DT == 1 ? __half2float(__ushort_as_half((unsigned short)(ws[j] & 0xffff)))
+                                               : __uint_as_float(ws[j] << 16);
+                            float v1 = DT == 1 ? __half2float(__ushort_as_half((unsigned short)(ws[j] >> 16)))
+                                               : __uint_as_float(ws[j] & 0xffff0000u);
+                            xacc = fmaf(v0, v0, xacc);
+                            xacc = fmaf(v1, v1, xacc);
+                        }
+                    }
+                }
+            }
+            if (DT != 0) {
+                /* warp tile: 32 base rows (wm) x 32 queries (wn); 2 m16 x 4 n8 tiles, 2 k16 steps */
+                const int wm = warp & 3, wn = warp >> 2;
+                uint32_t abase = (uint32_t)__cvta_generic_to_shared(sm->a[st]);
+                uint32_t bbase = (uint32_t)__cvta_generic_to_shared(sm->b[st]);
+#pragma unroll
+                for (int ks = 0; ks < 2; ks++) {
+                    uint32_t af[2][4], bf[4][2];
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        int row = wm * 32 + mt * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
+                        knn_ldsm4(abase + knn_swz(row, ch) * 16, af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
+                    }
+#pragma unroll
+                    for (int np = 0; np < 2; np++) {
+                        int row = wn * 32 + np * 16 + (lane & 7) + ((lane >> 4) << 3), ch = ks * 2 + ((lane >> 3) & 1);
+                        uint32_t r0, r1, r2, r3;
+                        knn_ldsm4(bbase + knn_swz(row, ch) * 16, r0, r1, r2, r3);
+                        bf[np * 2][0] = r0;
+                        bf[np * 2][1] = r1;
+                        bf[np * 2 + 1][0] = r2;
+                        bf[np * 2 + 1][1] = r3;
+                    }
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                        for (int nt = 0; nt < 4; nt++) knn_mma<DT>(&acc[(mt * 4 + nt) * 4], af[mt], bf[nt][0], bf[nt][1]);
+                }
+            } else {
+                /* SIMT fp32: thread owns base rows ty + 16 i (i < 8) and queries tx + 16 j (j < 4) */
+                const int tx = tid & 15, ty = tid >> 4;
+                const float *fa = (const float *)sm->a[st], *fb = (const float *)sm->b[st];
+#pragma unroll
+                for (int kk = 0; kk < 16; kk++) {
+                    const int ch = kk >> 2, wi = kk & 3;
+                    float av[8], bv[4];
+#pragma unroll
+                    for (int i = 0; i < 8; i++) av[i] = fa[knn_swz(ty + 16 * i, ch) * 4 + wi];
+#pragma unroll
+                    for (int j = 0; j < 4; j++) bv[j] = fb[knn_swz(tx + 16 * j, ch) * 4 + wi];
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+#pragma unroll
+                        for (int j = 0; j < 4; j++) acc[i * 4 + j] = fmaf(av[i], bv[j], acc[i * 4 + j]);
+                }
+            }
+        }
+        knn_cp_wait<0>();
+        if (p.metric != LTK_METRIC_IP) {
+            float o = __shfl_xor_sync(LTK_FULL, xacc, 1);
+            if ((tid & 1) == 0) sm->xn[tid >> 1] = xacc + o; /* fixed order: even half + odd half */
+        }
+        __syncthreads();
+        if (DT != 0) {
+            const int wm = warp & 3, wn = warp >> 2;
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int row = wm * 32 + mt * 16 + (lane >> 2) + ((e >> 1) << 3);
+                        int ql = wn * 32 + nt * 8 + 2 * (lane & 3) + (e & 1);
+                        float s = knn_score(acc[(mt * 4 + nt) * 4 + e], sm->qn[ql], sm->xn[row], p.metric);
+                        knn_emit<MODE>(p, sm, n0 + row, q0 + ql, ql, s);
+                    }
+        } else {
+            const int tx = tid & 15, ty = tid >> 4;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int row = ty + 16 * i, ql = tx + 16 * j;
+                    float s = knn_score(acc[i * 4 + j], sm->qn[ql], sm->xn[row], p.metric);
+                    knn_emit<MODE>(p, sm, n0 + row, q0 + ql, ql, s);
+                }
+        }
+        __syncthreads(); /* smem reused by the next item */
+    }
+}
+
+/* |q|^2 per query, fixed order (a warp per query, lane-strided partial sums, tree combine). */
+template <int DT>
+static __global__ void knn_qnorm_kernel(const void *q, int64_t q_stride, int D, int nq, float *qn) {
+    int qq = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (qq >= nq) return;
+    float s = 0.0f;
+    for (int d = lane; d < D; d += 32) {
+        float v = knn_ld<DT>(q, (int64_t)qq * q_stride + d);
+        s = fmaf(v, v, s);
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(LTK_FULL, s, o);
+    if (lane == 0) qn[qq] = s;
+}
+
+/* ---- per-query control kernels (one CTA of LTK_SEL_NT threads per query) ----------------------- */
+struct knn_ctl {
+    int nq, k, kp;
+    int64_t n, m, cap;
+    const float *samp; /* [nq][m] sample scores */
+    uint32_t *thr, *cnt;
+    uint32_t *fb_any, *fb_on, *fb_hist, *fb_cnt, *fb_kk;
+    uint64_t *fb_prefix, *fb_mask, *fb_out;
+    int32_t *fb_shift, *fb_top;
+    const uint32_t *ckey, *crel;
+    /* per-chunk results: sorted composites (key, ~local index), count */
+    uint64_t *res;
+    int32_t *res_cnt, *st_fb, *st_cand;
+};
+
+struct knn_src_samp {
+    const float *s;
+    int64_t cnt;
+    __device__ int64_t n() const { return cnt; }
+    __device__ uint64_t comp(int64_t i) const { return (uint64_t)ltk_key32(__float_as_uint(s[i])) << 32; }
+};
+
+static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ctl c) {
+    __shared__ ltk_sel_smem sm;
+    const int qq = blockIdx.x;
+    if (threadIdx.x == 0) {
+        c.cnt[qq] = 0;
+        c.fb_on[qq] = 0;
+        c.fb_cnt[qq] = 0;
+        if (qq % KNN_BQ == 0) c.fb_any[qq / KNN_BQ] = 0;
+    }
+    uint32_t t = 0;
+    if (c.n > c.cap && c.m >= 16) {
+        int64_t r = (2 * (int64_t)c.k * c.m + c.n - 1) / c.n;
+        if (r < 16) r = 16;
+        if (r <= c.m) {
+            knn_src_samp src = {c.samp + (int64_t)qq * c.m, c.m};
+            ltk_radix_select<knn_src_samp, true>(src, (uint32_t)r, 64, 32, &sm);
+            t = (uint32_t)(sm.prefix >> 32);
+        }
+    }
+    if (threadIdx.x == 0) c.thr[qq] = t;
+}
+
+/* After GATE: decide per query whether the candidates are provably complete. */
+static __global__ void knn_check_kernel(knn_ctl c) {
+    int qq = blockIdx.x * blockDim.x + threadIdx.x;
+    if (qq >= c.nq) return;
+    uint32_t n = c.cnt[qq];
+    bool fb = (int64_t)n > c.cap || ((int64_t)n < c.k && (int64_t)n < c.n);
+    c.fb_on[qq] = fb;
+    c.st_fb[qq] += fb ? 1 : 0;
+    c.st_cand[qq] += (int32_t)n;
+    c.fb_prefix[qq] = 0;
+    c.fb_mask[qq] = 0;
+    c.fb_shift[qq] = 53;
+    c.fb_top[qq] = 64;
+    c.fb_kk[qq] = (uint32_t)(c.n < c.k ? c.n : c.k);
+    c.fb_cnt[qq] = 0;
+    if (fb) atomicExch(&c.fb_any[qq / KNN_BQ], 1u);
+}
+
+/* Between HIST passes: pick the digit, narrow the prefix, clear the histogram. */
+static __global__ void __launch_bounds__(LTK_SEL_NT) knn_fb_step_kernel(knn_ctl c) {
+    __shared__ ltk_sel_smem sm;
+    const int qq = blockIdx.x;
+    if (!c.fb_on[qq] || c.fb_top[qq] <= 0) return;
+    uint32_t *h = c.fb_hist + (int64_t)qq * LTK_SEL_BINS;
+    int top = c.fb_top[qq], w = top < 11 ? top : 11, sh = top - w;
+    for (int i = threadIdx.x; i < LTK_SEL_BINS; i += LTK_SEL_NT) {
+        sm.hist[i] = i < (1 << w) ? h[i] : 0u;
+        h[i] = 0;
+    }
+    __syncthreads();
+    uint32_t kk = c.fb_kk[qq];
+    ltk_find_bucket(&sm, 1 << w, kk);
+    if (threadIdx.x == 0) {
+        kk -= sm.above;
+        c.fb_prefix[qq] |= (uint64_t)sm.digit << sh;
+        c.fb_mask[qq] |= ((1ull << w) - 1) << sh;
+        c.fb_kk[qq] = kk;
+        int ntop = sm.bucket == kk ? 0 : sh; /* bucket exactly what is needed: done */
+        c.fb_top[qq] = ntop;
+        int nw = ntop < 11 ? ntop : 11;
+        c.fb_shift[qq] = ntop - nw;
+    }
+}
+
+/* Final select of one query of one chunk: candidates (or the fallback's gathered composites),
+ * sorted descending into res[qq][0..kp). */
+static __global__ void __launch_bounds__(LTK_SEL_NT) knn_final_kernel(knn_ctl c) {
+    extern __shared__ __align__(16) unsigned char smraw[];
+    ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
+    uint64_t *sb = (uint64_t *)(smraw + sizeof(ltk_sel_smem));
+    const int qq = blockIdx.x;
+    uint32_t got;
+    if (c.fb_on[qq]) {
+        got = c.fb_cnt[qq];
+        if (got > (uint32_t)c.kp) got = c.kp;
+        for (int j = threadIdx.x; j < c.kp; j += LTK_SEL_NT) sb[j] = j < (int)got ? c.fb_out[(int64_t)qq * c.kp + j] : 0ull;
+        __syncthreads();
+    } else {
+        ltk_src_cand_glob src = {c.ckey + (int64_t)qq * c.cap, c.crel + (int64_t)qq * c.cap, (int64_t)c.cnt[qq]};
+        if (src.cnt <= c.k) {
+            for (int j = threadIdx.x; j < c.kp; j += LTK_SEL_NT) sb[j] = j < src.cnt ? src.comp(j) : 0ull;
+            got = (uint32_t)src.cnt;
+            __syncthreads();
+        } else {
+            ltk_radix_select<ltk_src_cand_glob, true>(src, (uint32_t)c.k, 64, 0, sm);
+            got = ltk_gather(src, sm->prefix, sm->mask, sb, c.kp, sm);
+            for (int j = got + threadIdx.x; j < c.kp; j += LTK_SEL_NT) sb[j] = 0ull;
+            __syncthreads();
+        }
+    }
+    ltk_bitonic_desc(sb, c.kp);
+    for (int j = threadIdx.x; j < c.kp; j += LTK_SEL_NT) c.res[(int64_t)qq * c.kp + j] = sb[j];
+    if (threadIdx.x == 0) c.res_cnt[qq] = (int32_t)(got < (uint32_t)c.k ? got : (uint32_t)c.k);
+}
+
+/* Merge of per-chunk sorted results: position i = chunk * kp + j orders like the global index
+ * among equal keys (chunks ascend, each list is sorted by (key desc, index asc)). */
+struct knn_src_chunks {
+    const uint64_t *res; /* [nch][nq][kp] */
+    const int32_t *cnts; /* [nch] of this query (shared memory) */
+    int kp, nq, qq, nch;
+    __device__ int64_t n() const { return (int64_t)nch * kp; }
+    __device__ uint64_t comp(int64_t i) const {
+        int ch = (int)(i / kp), j = (int)(i % kp);
+        if (j >= cnts[ch]) return 0ull; /* padding: below every real entry */
+        uint64_t v = res[((int64_t)ch * nq + qq) * kp + j];
+        return (v & 0xffffffff00000000ull) | (uint32_t)~(uint32_t)i;
+    }
+};
+
+struct knn_out {
+    int nq, k, kp, nch, metric;
+    int64_t chunk_rows, out_stride;
+    const uint64_t *res;  /* [nch][nq][kp] */
+    const int32_t *res_cnt; /* [nch][nq] */
+    int64_t *out_idx;
+    float *out_scores;
+    uint32_t unsorted;
+};
+
+static __device__ __forceinline__ float knn_report(uint32_t key, int metric) {
+    float s = ltk_rank_key_to_f32(key);
+    if (metric == LTK_METRIC_L2) s = s == 0.0f ? 0.0f : -s; /* distance; never -0 */
+    return s;
+}
+
+static __global__ void __launch_bounds__(LTK_SEL_NT) knn_output_kernel(knn_out o) {
+    extern __shared__ __align__(16) unsigned char smraw[];
+    ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
+    uint64_t *sb = (uint64_t *)(smraw + sizeof(ltk_sel_smem));
+    const int qq = blockIdx.x;
+    int64_t *oi = o.out_idx + (int64_t)qq * o.out_stride;
+    float *os = o.out_scores ? o.out_scores + (int64_t)qq * o.out_stride : NULL;
+    const float pad = o.metric == LTK_METRIC_L2 ? INFINITY : -INFINITY;
+    if (o.nch == 1) {
+        const uint64_t *r = o.res + (int64_t)qq * o.kp;
+        int cnt = o.res_cnt[qq];
+        for (int j = threadIdx.x; j < o.k; j += LTK_SEL_NT) {
+            if (j < cnt) {
+                oi[j] = (int64_t)ltk_comp_rel(r[j]);
+                if (os) os[j] = knn_report(ltk_comp_key(r[j]), o.metric);
+            } else {
+                oi[j] = -1;
+                if (os) os[j] = pad;
+            }
+        }
+        return;
+    }
+    __shared__ int32_t cnts[64];
+    for (int ch = threadIdx.x; ch < o.nch; ch += LTK_SEL_NT) cnts[ch] = o.res_cnt[(int64_t)ch * o.nq + qq];
+    __syncthreads();
+    int total = 0;
+    for (int ch = 0; ch < o.nch; ch++) total += cnts[ch];
+    knn_src_chunks src = {o.res, cnts, o.kp, o.nq, qq, o.nch};
+    uint32_t got;
+    if (total <= o.k) { /* everything found is in the answer */
+        if (threadIdx.x == 0) sm->cnt = 0;
+        __syncthreads();
+        for (int64_t i = threadIdx.x; i < src.n(); i += LTK_SEL_NT) {
+            uint64_t v = src.comp(i);
+            if (v) sb[atomicAdd(&sm->cnt, 1u)] = v;
+        }
+        __syncthreads();
+        got = sm->cnt;
+    } else {
+        ltk_radix_select<knn_src_chunks, true>(src, (uint32_t)o.k, 64, 0, sm);
+        got = ltk_gather(src, sm->prefix, sm->mask, sb, o.kp, sm);
+    }
+    for (int j = got + threadIdx.x; j < o.kp; j += LTK_SEL_NT) sb[j] = 0ull;
+    __syncthreads();
+    ltk_bitonic_desc(sb, o.kp);
+    for (int j = threadIdx.x; j < o.k; j += LTK_SEL_NT) {
+        if (j < (int)got) {
+            uint32_t pos = ~(uint32_t)sb[j];
+            int ch = (int)(pos / (uint32_t)o.kp), r = (int)(pos % (uint32_t)o.kp);
+            uint64_t v = o.res[((int64_t)ch * o.nq + qq) * o.kp + r];
+            oi[j] = (int64_t)ch * o.chunk_rows + ltk_comp_rel(v);
+            if (os) os[j] = knn_report(ltk_comp_key(v), o.metric);
+        } else {
+            oi[j] = -1;
+            if (os) os[j] = pad;
+        }
+    }
+}
+
+/* Materialize: per-chunk results from select's int32 output + the stored scores. */
+static __global__ void knn_mat_pack_kernel(const int32_t *idx, const float *sc, int nq, int k, int kp, uint64_t *res,
+                                    int32_t *res_cnt) {
+    const int qq = blockIdx.x;
+    int cnt = 0;
+    for (int j = threadIdx.x; j < kp; j += blockDim.x) {
+        uint64_t v = 0;
+        if (j < k && idx[(int64_t)qq * k + j] >= 0)
+            v = ltk_comp(ltk_key32(__float_as_uint(sc[(int64_t)qq * k + j])), (uint32_t)idx[(int64_t)qq * k + j]);
+        res[(int64_t)qq * kp + j] = v;
+    }
+    if (threadIdx.x == 0) {
+        for (int j = 0; j < k; j++) cnt += idx[(int64_t)qq * k + j] >= 0;
+        res_cnt[qq] = cnt;
+    }
+}
+
+/* ---- host --------------------------------------------------------------------------------- */
+#define KNN_TRY(expr)                                                                                      \
+    do {                                                                                                  \
+        cudaError_t e_ = (expr);                                                                          \
+        if (e_ != cudaSuccess) return ltk_error(LTK_ECUDA, "%s: %s (%s:%d)", #expr, cudaGetErrorString(e_), \
+                                                __FILE__, __LINE__);                                     \
+    } while (0)
+
+typedef struct knn_plan {
+    int64_t qb;       /* queries per batch */
+    int64_t chunk;    /* corpus rows per launch chunk */
+    int nch;
+    int kp;
+    int64_t cap, m;
+    size_t o_qn, o_samp, o_thr, o_cnt, o_ckey, o_crel, o_fbany, o_fbon, o_fbhist, o_fbcnt, o_fbkk, o_fbpre, o_fbmask,
+        o_fbout, o_fbshift, o_fbtop, o_res, o_rescnt, o_stfb, o_stc, o_S, o_sidx, o_ssc, o_sws, total;
+    size_t sel_ws;
+} knn_plan;
+
+static size_t knn_al(size_t x) { return (x + 255) & ~(size_t)255; }
+
+static ltk_status knn_make_plan(const ltk_knn_args *a, const ltk_exec *e, knn_plan *pl) {
+    memset(pl, 0, sizeof *pl);
+    int kp = 1;
+    while (kp < a->k) kp <<= 1;
+    pl->kp = kp;
+    pl->qb = a->B < KNN_QBATCH ? a->B : KNN_QBATCH;
+    if (pl->qb < 1) pl->qb = 1;
+    pl->chunk = a->N < knn_chunk_rows ? a->N : knn_chunk_rows;
+    if (pl->chunk < 1) pl->chunk = 1;
+    pl->nch = (int)((a->N + pl->chunk - 1) / pl->chunk);
+    if (pl->nch < 1) pl->nch = 1;
+    if (pl->nch > 64) return ltk_error(LTK_EUNSUPPORTED, "cuda knn: N=%lld needs %d chunks (at most 64)", (long long)a->N, pl->nch);
+    pl->cap = 4 * (int64_t)a->k > 16384 ? 4 * (int64_t)a->k : 16384;
+    pl->m = pl->chunk < KNN_SAMPLE ? pl->chunk : KNN_SAMPLE;
+    int64_t Q = pl->qb;
+    int mat = e && e->algo == LTK_ALGO_MATERIALIZE;
+    size_t o = 0;
+#define KNN_ADD(field, bytes) \
+    pl->field = o;            \
+    o = knn_al(o + (size_t)(bytes));
+    KNN_ADD(o_qn, Q * 4);
+    KNN_ADD(o_samp, mat ? 0 : Q * pl->m * 4);
+    KNN_ADD(o_thr, Q * 4);
+    KNN_ADD(o_cnt, Q * 4);
+    KNN_ADD(o_ckey, mat ? 0 : Q * pl->cap * 4);
+    KNN_ADD(o_crel, mat ? 0 : Q * pl->cap * 4);
+    KNN_ADD(o_fbany, (Q + KNN_BQ - 1) / KNN_BQ * 4);
+    KNN_ADD(o_fbon, Q * 4);
+    KNN_ADD(o_fbhist, mat ? 0 : Q * LTK_SEL_BINS * 4);
+    KNN_ADD(o_fbcnt, Q * 4);
+    KNN_ADD(o_fbkk, Q * 4);
+    KNN_ADD(o_fbpre, Q * 8);
+    KNN_ADD(o_fbmask, Q * 8);
+    KNN_ADD(o_fbout, mat ? 0 : Q * kp * 8);
+    KNN_ADD(o_fbshift, Q * 4);
+    KNN_ADD(o_fbtop, Q * 4);
+    KNN_ADD(o_res, (size_t)pl->nch * Q * kp * 8);
+    KNN_ADD(o_rescnt, (size_t)pl->nch * Q * 4);
+    KNN_ADD(o_stfb, Q * 4);
+    KNN_ADD(o_stc, Q * 4);
+    if (mat) {
+        KNN_ADD(o_S, Q * pl->chunk * 4);
+        KNN_ADD(o_sidx, Q * a->k * 4);
+        KNN_ADD(o_ssc, Q * a->k * 4);
+        /* the select's plan depends on its shape: take the largest over the batch and chunk sizes used */
+        int64_t rws[2] = {Q, a->B % Q ? a->B % Q : Q}, cls[2] = {pl->chunk, a->N % pl->chunk ? a->N % pl->chunk : pl->chunk};
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++) {
+                ltk_select_args sa;
+                memset(&sa, 0, sizeof sa);
+                sa.rows = rws[i];
+                sa.cols = cls[j];
+                sa.k = a->k;
+                sa.dtype = LTK_DTYPE_F32;
+                sa.row_stride = cls[j];
+                sa.out_stride = a->k;
+                size_t w = 0;
+                LTK_FORWARD_IF(ltk_cuda_select_workspace(&sa, e, &w));
+                if (w > pl->sel_ws) pl->sel_ws = w;
+            }
+        KNN_ADD(o_sws, pl->sel_ws);
+    }
+#undef KNN_ADD
+    pl->total = o;
+    return LTK_OK;
+}
+
+extern "C" ltk_status ltk_cuda_knn_workspace(const ltk_knn_args *a, const ltk_exec *e, size_t *bytes) {
+    knn_plan pl;
+    LTK_FORWARD_IF(knn_make_plan(a, e, &pl));
+    *bytes = pl.total;
+    return LTK_OK;
+}
+
+template <int DT, int MODE>
+static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st) {
+    KNN_TRY(cudaFuncSetAttribute(knn_score_kernel<DT, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)sizeof(knn_smem)));
+    int64_t ntiles = (p.n + KNN_BM - 1) / KNN_BM, qblocks = (p.nq + KNN_BQ - 1) / KNN_BQ;
+    int64_t items = ntiles * qblocks, grid = (int64_t)sms * 2;
+    if (grid > items) grid = items;
+    if (grid < 1) return LTK_OK;
+    knn_score_kernel<DT, MODE><<<(unsigned)grid, KNN_NT, sizeof(knn_smem), st>>>(p);
+    KNN_TRY(cudaGetLastError());
+    return LTK_OK;
+}
+
+template <int DT>
+static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_plan *pl, unsigned char *ws,
+                          cudaStream_t st, int sms) {
+    const int esz = DT == 0 ? 4 : 2;
+    const int mat = e->algo == LTK_ALGO_MATERIALIZE, score_only = e->algo == LTK_ALGO_SCORE_ONLY;
+    const size_t fin_smem = sizeof(ltk_sel_smem) + (size_t)pl->kp * 8;
+    KNN_TRY(cudaFuncSetAttribute(knn_final_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem));
+    KNN_TRY(cudaFuncSetAttribute(knn_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem));
+    for (int64_t b0 = 0; b0 < a->B; b0 += pl->qb) {
+        int nq = (int)(a->B - b0 < pl->qb ? a->B - b0 : pl->qb);
+        const char *qptr = (const char *)a->queries + b0 * a->q_stride * esz;
+        float *qn = (float *)(ws + pl->o_qn);
+        knn_qnorm_kernel<DT><<<(nq + 7) / 8, 256, 0, st>>>(qptr, a->q_stride, a->D, nq, qn);
+        KNN_TRY(cudaGetLastError());
+        KNN_TRY(cudaMemsetAsync(ws + pl->o_stfb, 0, (size_t)nq * 4, st));
+        KNN_TRY(cudaMemsetAsync(ws + pl->o_stc, 0, (size_t)nq * 4, st));
+        for (int ch = 0; ch < pl->nch; ch++) {
+            int64_t r0 = (int64_t)ch * pl->chunk, nr = a->N - r0 < pl->chunk ? a->N - r0 : pl->chunk;
+            knn_params p;
+            memset(&p, 0, sizeof p);
+            p.q = qptr;
+            p.q_stride = a->q_stride;
+            p.D = a->D;
+            p.metric = (int)a->metric;
+            p.nq = nq;
+            p.qn = qn;
+            p.kp = pl->kp;
+            uintptr_t align = (uintptr_t)a->queries | (uintptr_t)a->base;
+            int vec = (align % 16 == 0) && ((a->D * esz) % 16 == 0) && ((a->q_stride * esz) % 16 == 0) &&
+                      ((a->base_stride * esz) % 16 == 0);
+            p.vec = vec;
+            uint64_t *res = (uint64_t *)(ws + pl->o_res) + (size_t)ch * nq * pl->kp;
+            int32_t *res_cnt = (int32_t *)(ws + pl->o_rescnt) + (size_t)ch * nq;
+            if (nr <= 0) { /* N == 0 */
+                KNN_TRY(cudaMemsetAsync(res, 0, (size_t)nq * pl->kp * 8, st));
+                KNN_TRY(cudaMemsetAsync(res_cnt, 0, (size_t)nq * 4, st));
+                continue;
+            }
+            if (mat) {
+                p.x = (const char *)a->base + r0 * a->base_stride * esz;
+                p.x_stride = a->base_stride;
+                p.n = nr;
+                p.S = (float *)(ws + pl->o_S);
+                p.ld = nr;
+                LTK_FORWARD_IF((knn_score_launch<DT, KNN_STORE>(p, sms, st)));
+                ltk_select_args sa;
+                memset(&sa, 0, sizeof sa);
+                sa.rows = nq;
+                sa.cols = nr;
+                sa.k = a->k;
+                sa.dtype = LTK_DTYPE_F32;
+                sa.scores = p.S;
+                sa.row_stride = nr;
+                sa.out_idx = (int32_t *)(ws + pl->o_sidx);
+                sa.out_scores = (float *)(ws + pl->o_ssc);
+                sa.out_stride = a->k;
+                ltk_exec se = *e;
+                se.stats = NULL;
+                size_t need = 0;
+                LTK_FORWARD_IF(ltk_cuda_select_workspace(&sa, &se, &need));
+                LTK_RETURN_IF(need > pl->sel_ws, LTK_EINTERNAL, "knn materialize: select workspace %zu > planned %zu", need,
+                              pl->sel_ws);
+                LTK_FORWARD_IF(ltk_cuda_select(&sa, &se, ws + pl->o_sws, need));
+                knn_mat_pack_kernel<<<nq, 256, 0, st>>>(sa.out_idx, sa.out_scores, nq, a->k, pl->kp, res, res_cnt);
+                KNN_TRY(cudaGetLastError());
+                continue;
+            }
+            knn_ctl c;
+            memset(&c, 0, sizeof c);
+            c.nq = nq;
+            c.k = a->k;
+            c.kp = pl->kp;
+            c.n = nr;
+            c.cap = pl->cap;
+            c.m = nr < KNN_SAMPLE ? nr : KNN_SAMPLE;
+            c.samp = (const float *)(ws + pl->o_samp);
+            c.thr = (uint32_t *)(ws + pl->o_thr);
+            c.cnt = (uint32_t *)(ws + pl->o_cnt);
+            c.fb_any = (uint32_t *)(ws + pl->o_fbany);
+            c.fb_on = (uint32_t *)(ws + pl->o_fbon);
+            c.fb_hist = (uint32_t *)(ws + pl->o_fbhist);
+            c.fb_cnt = (uint32_t *)(ws + pl->o_fbcnt);
+            c.fb_kk = (uint32_t *)(ws + pl->o_fbkk);
+            c.fb_prefix = (uint64_t *)(ws + pl->o_fbpre);
+            c.fb_mask = (uint64_t *)(ws + pl->o_fbmask);
+            c.fb_out = (uint64_t *)(ws + pl->o_fbout);
+            c.fb_shift = (int32_t *)(ws + pl->o_fbshift);
+            c.fb_top = (int32_t *)(ws + pl->o_fbtop);
+            c.ckey = (const uint32_t *)(ws + pl->o_ckey);
+            c.crel = (const uint32_t *)(ws + pl->o_crel);
+            c.res = res;
+            c.res_cnt = res_cnt;
+            c.st_fb = (int32_t *)(ws + pl->o_stfb);
+            c.st_cand = (int32_t *)(ws + pl->o_stc);
+            /* 1. sample: every (nr/m)-th row */
+            if (nr > c.cap && !score_only) {
+                knn_params ps = p;
+                int64_t stride = nr / c.m;
+                ps.x = (const char *)a->base + r0 * a->base_stride * esz;
+                ps.x_stride = a->base_stride * stride;
+                ps.vec = vec && ((ps.x_stride * esz) % 16 == 0);
+                ps.n = c.m;
+                ps.S = (float *)c.samp;
+                ps.ld = c.m;
+                LTK_FORWARD_IF((knn_score_launch<DT, KNN_STORE>(ps, sms, st)));
+            }
+            KNN_TRY(cudaMemsetAsync(ws + pl->o_fbhist, 0, (size_t)nq * LTK_SEL_BINS * 4, st));
+            knn_threshold_kernel<<<nq, LTK_SEL_NT, 0, st>>>(c);
+            KNN_TRY(cudaGetLastError());
+            if (score_only) KNN_TRY(cudaMemsetAsync(c.thr, 0xff, (size_t)nq * 4, st)); /* nothing passes */
+            /* 2. GATE */
+            p.x = (const char *)a->base + r0 * a->base_stride * esz;
+            p.x_stride = a->base_stride;
+            p.n = nr;
+            p.thr = c.thr;
+            p.cnt = c.cnt;
+            p.ckey = (uint32_t *)c.ckey;
+            p.crel = (uint32_t *)c.crel;
+            p.cap = c.cap;
+            p.fb_any = c.fb_any;
+            p.fb_on = c.fb_on;
+            p.fb_prefix = c.fb_prefix;
+            p.fb_mask = c.fb_mask;
+            p.fb_shift = c.fb_shift;
+            p.fb_top = c.fb_top;
+            p.fb_hist = c.fb_hist;
+            p.fb_out = c.fb_out;
+            p.fb_cnt = c.fb_cnt;
+            LTK_FORWARD_IF((knn_score_launch<DT, KNN_GATE>(p, sms, st)));
+            if (score_only) continue;
+            /* 3. check, 4. exact fallback passes (no-ops unless a query needs them) */
+            knn_check_kernel<<<(nq + 255) / 256, 256, 0, st>>>(c);
+            KNN_TRY(cudaGetLastError());
+            for (int pass = 0; pass < 6; pass++) {
+                LTK_FORWARD_IF((knn_score_launch<DT, KNN_HIST>(p, sms, st)));
+                knn_fb_step_kernel<<<nq, LTK_SEL_NT, 0, st>>>(c);
+                KNN_TRY(cudaGetLastError());
+            }
+            LTK_FORWARD_IF((knn_score_launch<DT, KNN_TAKE>(p, sms, st)));
+            /* 5. final select */
+            knn_final_kernel<<<nq, LTK_SEL_NT, fin_smem, st>>>(c);
+            KNN_TRY(cudaGetLastError());
+        }
+        if (score_only) continue;
+        knn_out o;
+        memset(&o, 0, sizeof o);
+        o.nq = nq;
+        o.k = a->k;
+        o.kp = pl->kp;
+        o.nch = pl->nch;
+        o.metric = (int)a->metric;
+        o.chunk_rows = pl->chunk;
+        o.out_stride = a->out_stride;
+        o.res = (const uint64_t *)(ws + pl->o_res);
+        o.res_cnt = (const int32_t *)(ws + pl->o_rescnt);
+        o.out_idx = a->out_idx + b0 * a->out_stride;
+        o.out_scores = a->out_scores ? a->out_scores + b0 * a->out_stride : NULL;
+        knn_output_kernel<<<nq, LTK_SEL_NT, fin_smem, st>>>(o);
+        KNN_TRY(cudaGetLastError());
+        if (e->stats) {
+            int32_t *h = (int32_t *)malloc((size_t)nq * 8);
+            LTK_RETURN_IF(!h, LTK_ENOMEM, "stats");
+            cudaError_t ce = cudaMemcpyAsync(h, ws + pl->o_stfb, (size_t)nq * 4, cudaMemcpyDeviceToHost, st);
+            if (ce == cudaSuccess) ce = cudaMemcpyAsync(h + nq, ws + pl->o_stc, (size_t)nq * 4, cudaMemcpyDeviceToHost, st);
+            if (ce == cudaSuccess) ce = cudaStreamSynchronize(st);
+            if (ce != cudaSuccess) {
+                free(h);
+                return ltk_error(LTK_ECUDA, "knn stats: %s", cudaGetErrorString(ce));
+            }
+            for (int i = 0; i < nq; i++) {
+                e->stats->fallback_rows += h[i] > 0;
+                e->stats->candidates += h[nq + i];
+                if (h[nq + i] > e->stats->candidates_max) e->stats->candidates_max = h[nq + i];
+                if (e->stats->row_candidates) e->stats->row_candidates[b0 + i] = h[nq + i];
+            }
+            free(h);
+        }
+    }
+    return LTK_OK;
+}
+
+extern "C" ltk_status ltk_cuda_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, size_t ws_bytes) {
+    if (e->stats) {
+        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
+        e->stats->rows = a->B;
+    }
+    if (a->B == 0) return LTK_OK;
+    knn_plan pl;
+    LTK_FORWARD_IF(knn_make_plan(a, e, &pl));
+    LTK_RETURN_IF(ws_bytes < pl.total || !ws, LTK_EWORKSPACE, "knn workspace of %zu bytes < %zu required", ws_bytes,
+                  pl.total);
+    int dev = 0, sms = 0;
+    KNN_TRY(cudaGetDevice(&dev));
+    KNN_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    cudaStream_t st = (cudaStream_t)e->stream;
+    switch (a->dtype) {
+    case LTK_DTYPE_F32: return knn_run<0>(a, e, &pl, (unsigned char *)ws, st, sms);
+    case LTK_DTYPE_F16: return knn_run<1>(a, e, &pl, (unsigned char *)ws, st, sms);
+    case LTK_DTYPE_BF16: return knn_run<2>(a, e, &pl, (unsigned char *)ws, st, sms);
+    default: return ltk_error(LTK_EUNSUPPORTED, "cuda knn: dtype %d", (int)a->dtype);
+    }
+}

@@ -1,0 +1,623 @@
+/* Exact, deterministic GPU top-k select over materialised rows (f32 / f16 / bf16).
+ *
+ * Fast tier (k <= 4096): one pass over HBM in the common case.
+ *   1. Sample: 16K keys of the row in 8-entry runs spread over the valid range (one 32-byte sector
+ *      each); t = the r-th best sampled key with r ~ 2k * m / n. Only a guess: it is VERIFIED below.
+ *   2. Scan: stream the row once (16-byte loads, 4 in flight per thread); entries with key >= t go
+ *      to a shared-memory candidate buffer (warp-aggregated appends). Few rows: P CTAs split each
+ *      row; the last CTA to finish (atomic ticket) gathers the row's candidates from L2.
+ *   3. Verify: if the row has >= k entries with key >= t (all captured, no overflow), the exact
+ *      top-k is among the candidates: radix-select the k largest composites (key, ~index) there.
+ *      Otherwise (bad sample, flat or tie-heavy row, NaN-heavy row) the same CTA redoes the row on
+ *      the exact dense path (4): slower, never wrong, counted in ltk_stats.fallback_rows.
+ *   5. Sort the k composites (bitonic in shared memory) unless LTK_FLAG_UNSORTED; reload the
+ *      reported scores from the input so their bits are the input's (-0 stays -0).
+ * General tier (k > 4096) and the fallback (4): radix passes over the key bits straight from the
+ *   row (11-bit digits, early exit when the threshold bucket is exactly what is needed), then an
+ *   ordered prefix count that takes the LOWEST indices among entries equal to the k-th key, then a
+ *   gather. k > 16384 sorts with CUB's segmented radix sort.
+ * Outputs are deterministic: the set always; the order too unless LTK_FLAG_UNSORTED (then the
+ * order within the k slots may vary from run to run, as the contract allows). */
+#include <cub/device/device_segmented_radix_sort.cuh>
+
+#include "ltk-cuda.h"
+#include "select.cuh"
+
+#define SEL_FAST_KMAX 4096
+#define SEL_SAMPLE_MAX 16384
+#define SEL_MINCHUNK 16384
+#define SEL_SMEM_SORT_MAX 16384 /* general tier: bitonic in shared memory up to this padded k */
+#define SEL_GEN_BUDGET ((size_t)256 << 20)
+
+struct sel_params {
+    const void *scores;
+    int64_t rows, cols, row_stride;
+    const int32_t *starts, *ends;
+    int32_t k, kp; /* kp: k rounded up to a power of two */
+    int32_t *out_idx;
+    float *out_scores;
+    int64_t out_stride;
+    uint32_t flags;
+    int P;        /* CTAs per row (fast tier) */
+    uint32_t cap; /* candidate capacity of one CTA */
+    /* workspace */
+    uint32_t *row_t, *row_cnt, *row_done, *row_ovf;
+    int32_t *st_cand, *st_fb;
+    uint32_t *gkey, *grel; /* P > 1: row r's candidates at r * P * cap */
+    uint64_t *gsel;        /* general tier, global sort: rows of kp composites */
+    int64_t row0;          /* first row of this launch (general tier batches) */
+};
+
+static __device__ __forceinline__ void sel_row_range(const sel_params &p, int64_t r, int64_t *s, int64_t *n) {
+    int64_t lo = 0, hi = p.cols;
+    if (p.starts) {
+        /* Device ranges are not validated by the front end: clamp so nothing is read out of bounds. */
+        lo = p.starts[r];
+        hi = p.ends[r];
+        lo = lo < 0 ? 0 : (lo > p.cols ? p.cols : lo);
+        hi = hi < lo ? lo : (hi > p.cols ? p.cols : hi);
+    }
+    *s = lo;
+    *n = hi - lo;
+}
+
+template <int DT>
+static __device__ __forceinline__ const typename ltk_dt<DT>::raw *sel_row_ptr(const sel_params &p, int64_t r, int64_t s) {
+    return (const typename ltk_dt<DT>::raw *)p.scores + r * p.row_stride + s;
+}
+
+/* Writes row r's k outputs from `cnt` composites in c[] (sorted or not), padding the rest. */
+template <int DT>
+static __device__ void sel_write(const sel_params &p, int64_t r, int64_t s, const typename ltk_dt<DT>::raw *row,
+                                 const uint64_t *c, uint32_t cnt) {
+    int32_t *oi = p.out_idx + r * p.out_stride;
+    float *os = p.out_scores ? p.out_scores + r * p.out_stride : NULL;
+    int32_t base = (p.flags & LTK_FLAG_ABSOLUTE) ? (int32_t)s : 0;
+    for (int j = threadIdx.x; j < p.k; j += LTK_SEL_NT) {
+        if ((uint32_t)j < cnt && c[j] != 0) {
+            uint32_t rel = ltk_comp_rel(c[j]);
+            oi[j] = (int32_t)rel + base;
+            if (os) os[j] = ltk_dt<DT>::val(row[rel]);
+        } else {
+            oi[j] = -1;
+            if (os) os[j] = -INFINITY;
+        }
+    }
+}
+
+/* Short row (n <= k): every valid entry is in the answer. */
+template <int DT>
+static __device__ void sel_short_row(const sel_params &p, int64_t r, int64_t s, int64_t n, uint64_t *buf, int bufcap,
+                                     bool global_buf) {
+    const typename ltk_dt<DT>::raw *row = sel_row_ptr<DT>(p, r, s);
+    if (p.flags & LTK_FLAG_UNSORTED) { /* index order: deterministic and no sort */
+        int32_t *oi = p.out_idx + r * p.out_stride;
+        float *os = p.out_scores ? p.out_scores + r * p.out_stride : NULL;
+        int32_t base = (p.flags & LTK_FLAG_ABSOLUTE) ? (int32_t)s : 0;
+        for (int j = threadIdx.x; j < p.k; j += LTK_SEL_NT) {
+            oi[j] = j < n ? j + base : -1;
+            if (os) os[j] = j < n ? ltk_dt<DT>::val(row[j]) : -INFINITY;
+        }
+        return;
+    }
+    int np = 1;
+    while (np < n) np <<= 1;
+    if (global_buf) np = bufcap; /* the CUB pass sorts the whole padded segment */
+    for (int j = threadIdx.x; j < np; j += LTK_SEL_NT)
+        buf[j] = j < n ? ltk_comp(ltk_dt<DT>::key(row[j]), (uint32_t)j) : 0ull;
+    __syncthreads();
+    if (global_buf) return;
+    ltk_bitonic_desc(buf, np);
+    sel_write<DT>(p, r, s, row, buf, (uint32_t)n);
+}
+
+/* ---- sampling ------------------------------------------------------------------------------- */
+struct sel_src_keys {
+    const uint32_t *key;
+    uint32_t cnt;
+    __device__ int64_t n() const { return cnt; }
+    __device__ uint64_t comp(int64_t i) const { return (uint64_t)key[i] << 32; }
+};
+
+/* Returns a key t such that, with high probability, about 2k entries of the row have key >= t
+ * (0 = take everything, used when the row fits the candidate buffer). Deterministic. */
+template <int DT>
+static __device__ uint32_t sel_sample_threshold(const typename ltk_dt<DT>::raw *row, int64_t n, int k, uint32_t cap,
+                                                uint32_t *buf, int64_t bufcap, ltk_sel_smem *sm) {
+    if (n <= (int64_t)cap) return 0u;
+    int64_t m = (n / 8) & ~(int64_t)7;
+    if (m > SEL_SAMPLE_MAX) m = SEL_SAMPLE_MAX;
+    if (m > bufcap) m = bufcap & ~(int64_t)7;
+    int64_t nb = m / 8;
+    if (nb < 2) return 0u;
+    for (int64_t i = threadIdx.x; i < m; i += LTK_SEL_NT) {
+        int64_t b = i >> 3, o = i & 7;
+        int64_t pos = b * (n - 8) / (nb - 1) + o; /* runs never overlap since n >= m */
+        buf[i] = ltk_dt<DT>::key(row[pos]);
+    }
+    __syncthreads();
+    int64_t rr = (2 * (int64_t)k * m + n - 1) / n;
+    if (rr < 16) rr = 16;
+    if (rr > m) return 0u;
+    sel_src_keys src = {buf, (uint32_t)m};
+    ltk_radix_select<sel_src_keys, true>(src, (uint32_t)rr, 32 + ltk_dt<DT>::KB, 32, sm);
+    /* An early exit leaves low bits zero: t is then at or below the r-th key, which is still safe. */
+    return (uint32_t)(sm->prefix >> 32);
+}
+
+template <int DT>
+static __global__ void __launch_bounds__(LTK_SEL_NT) sel_sample_kernel(sel_params p) {
+    extern __shared__ __align__(16) unsigned char smraw[];
+    ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
+    uint32_t *buf = (uint32_t *)(smraw + sizeof(ltk_sel_smem));
+    int64_t r = blockIdx.x, s, n;
+    sel_row_range(p, r, &s, &n);
+    if (n <= p.k) return;
+    uint32_t t = sel_sample_threshold<DT>(sel_row_ptr<DT>(p, r, s), n, p.k, p.cap, buf, SEL_SAMPLE_MAX, sm);
+    if (threadIdx.x == 0) p.row_t[r] = t;
+}
+
+/* ---- scan --------------------------------------------------------------------------------- */
+/* Appends the passing entries of this warp step: one shared atomic per warp. */
+static __device__ __forceinline__ void sel_append(uint32_t nmine, uint32_t *ckey, uint32_t *crel, uint32_t cap,
+                                                  uint32_t *counter, const uint32_t *keys, const uint32_t *rels) {
+    const int lane = threadIdx.x & 31;
+    uint32_t x = nmine;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        uint32_t y = __shfl_up_sync(LTK_FULL, x, o);
+        if (lane >= o) x += y;
+    }
+    uint32_t tot = __shfl_sync(LTK_FULL, x, 31), base = 0;
+    if (lane == 31) base = atomicAdd(counter, tot);
+    base = __shfl_sync(LTK_FULL, base, 31) + x - nmine;
+    for (uint32_t j = 0; j < nmine; j++)
+        if (base + j < cap) {
+            ckey[base + j] = keys[j];
+            crel[base + j] = rels[j];
+        }
+}
+
+/* One entry per thread (head / tail of a chunk). */
+static __device__ __forceinline__ void sel_append1(bool pass, uint32_t key, uint32_t rel, uint32_t *ckey,
+                                                   uint32_t *crel, uint32_t cap, uint32_t *counter) {
+    if (!__any_sync(LTK_FULL, pass)) return;
+    sel_append(pass ? 1u : 0u, ckey, crel, cap, counter, &key, &rel);
+}
+
+/* Scans [c0, c1) of a row (positions relative to the row start) and appends entries with
+ * key >= t. sm->cnt counts every passing entry, also beyond cap (then the caller falls back);
+ * a warp stops early once the buffer has overflowed. */
+template <int DT>
+static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0, int64_t c1, uint32_t t,
+                                uint32_t *ckey, uint32_t *crel, uint32_t cap, ltk_sel_smem *sm) {
+    typedef typename ltk_dt<DT>::raw raw;
+    const int VW = ltk_dt<DT>::VW, U = 4;
+    const int64_t len = c1 - c0;
+    if (len <= 0) return;
+    const raw *e0 = row + c0;
+    int64_t head = (int64_t)((16u - ((uintptr_t)e0 & 15u)) & 15u) / (int64_t)sizeof(raw);
+    if (((uintptr_t)e0 & (sizeof(raw) - 1)) != 0) head = len; /* misaligned element pointer: scalar */
+    if (head > len) head = len;
+    /* head, scalar */
+    for (int64_t i0 = 0; i0 < head; i0 += LTK_SEL_NT) {
+        int64_t i = i0 + threadIdx.x;
+        uint32_t key = i < head ? ltk_dt<DT>::key(e0[i]) : 0u;
+        sel_append1(i < head && key >= t, key, (uint32_t)(c0 + i), ckey, crel, cap, &sm->cnt);
+    }
+    const int64_t nv = (len - head) / VW;
+    const uint4 *vp = (const uint4 *)(e0 + head);
+    const int64_t step = (int64_t)LTK_SEL_NT * U;
+    for (int64_t v0 = 0; v0 < nv; v0 += step) {
+        uint32_t seen = 0;
+        if ((threadIdx.x & 31) == 0) seen = *(volatile uint32_t *)&sm->cnt;
+        if (__shfl_sync(LTK_FULL, seen, 0) > cap) break; /* warp-uniform: the buffer overflowed, row falls back */
+        uint4 w[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int64_t vi = v0 + u * LTK_SEL_NT + threadIdx.x;
+            if (vi < nv) w[u] = __ldcs(vp + vi);
+            else w[u] = make_uint4(0u, 0u, 0u, 0u);
+        }
+        uint32_t pm = 0; /* bit u*VW + j: element j of vector u passes */
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int64_t vi = v0 + u * LTK_SEL_NT + threadIdx.x;
+            bool ok = vi < nv;
+            uint32_t ws[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
+#pragma unroll
+            for (int j = 0; j < VW; j++) {
+                uint32_t bits = VW == 4 ? ws[j] : (ws[j >> 1] >> ((j & 1) * 16));
+                if (ok && ltk_dt<DT>::key(bits) >= t) pm |= 1u << (u * VW + j);
+            }
+        }
+        if (__any_sync(LTK_FULL, pm != 0)) {
+            uint32_t keys[U * VW], rels[U * VW], nm = 0;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                uint32_t ws[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
+                int64_t vi = v0 + u * LTK_SEL_NT + threadIdx.x;
+#pragma unroll
+                for (int j = 0; j < VW; j++)
+                    if ((pm >> (u * VW + j)) & 1u) {
+                        uint32_t bits = VW == 4 ? ws[j] : (ws[j >> 1] >> ((j & 1) * 16));
+                        keys[nm] = ltk_dt<DT>::key(bits);
+                        rels[nm] = (uint32_t)(c0 + head + vi * VW + j);
+                        nm++;
+                    }
+            }
+            sel_append(nm, ckey, crel, cap, &sm->cnt, keys, rels);
+        }
+    }
+    /* tail, scalar */
+    for (int64_t i0 = head + nv * VW; i0 < len; i0 += LTK_SEL_NT) {
+        int64_t i = i0 + threadIdx.x;
+        uint32_t key = i < len ? ltk_dt<DT>::key(e0[i]) : 0u;
+        sel_append1(i < len && key >= t, key, (uint32_t)(c0 + i), ckey, crel, cap, &sm->cnt);
+    }
+}
+
+/* Exact dense path for one row: key passes over the row, ordered tie scan, gather. */
+template <int DT>
+static __device__ uint32_t sel_dense(const typename ltk_dt<DT>::raw *row, int64_t n, uint32_t k, uint64_t *dst,
+                                     uint32_t dstcap, ltk_sel_smem *sm) {
+    ltk_src_row<DT> src = {row, n};
+    ltk_row_threshold<DT>(src, k, sm);
+    return ltk_gather(src, sm->prefix, sm->mask, dst, dstcap, sm);
+}
+
+/* Sorts (unless unsorted) and writes k composites held in shared memory. */
+template <int DT>
+static __device__ void sel_finish_smem(const sel_params &p, int64_t r, int64_t s, uint64_t *sb, uint32_t got) {
+    const typename ltk_dt<DT>::raw *row = sel_row_ptr<DT>(p, r, s);
+    if (!(p.flags & LTK_FLAG_UNSORTED)) {
+        for (int j = got + threadIdx.x; j < p.kp; j += LTK_SEL_NT) sb[j] = 0ull;
+        __syncthreads();
+        ltk_bitonic_desc(sb, p.kp);
+    }
+    sel_write<DT>(p, r, s, row, sb, got);
+}
+
+/* ---- fast tier ----------------------------------------------------------------------------- */
+template <int DT>
+static __global__ void __launch_bounds__(LTK_SEL_NT) sel_fast_kernel(sel_params p) {
+    extern __shared__ __align__(16) unsigned char smraw[];
+    ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
+    uint64_t *sb = (uint64_t *)(smraw + sizeof(ltk_sel_smem));   /* kp composites */
+    uint32_t *ckey = (uint32_t *)(sb + p.kp), *crel = ckey + p.cap; /* cap candidates */
+    const int64_t r = blockIdx.x;
+    const int c = blockIdx.y, P = p.P;
+    int64_t s, n;
+    sel_row_range(p, r, &s, &n);
+    const typename ltk_dt<DT>::raw *row = sel_row_ptr<DT>(p, r, s);
+    if (n <= p.k) {
+        if (c == 0) {
+            sel_short_row<DT>(p, r, s, n, sb, p.kp, false);
+            if (threadIdx.x == 0) {
+                p.st_cand[r] = -1; /* short row */
+                p.st_fb[r] = 0;
+            }
+        }
+        return;
+    }
+    uint32_t t = P == 1 ? sel_sample_threshold<DT>(row, n, p.k, p.cap, ckey, 2 * (int64_t)p.cap, sm) : p.row_t[r];
+    if (threadIdx.x == 0) sm->cnt = 0;
+    __syncthreads();
+    int64_t L = ((n + P - 1) / P + 63) & ~(int64_t)63;
+    int64_t c0 = (int64_t)c * L, c1 = c0 + L < n ? c0 + L : n;
+    sel_scan<DT>(row, c0, c1, t, ckey, crel, p.cap, sm);
+    __syncthreads();
+    uint32_t cnt = sm->cnt;
+    bool ovf = cnt > p.cap;
+    uint32_t have = ovf ? p.cap : cnt;
+    __syncthreads();
+
+    int64_t total = cnt;
+    bool use_glob = false;
+    if (P > 1) {
+        /* Publish this chunk's candidates; the last CTA of the row finishes it. */
+        uint32_t *gk = p.gkey + (size_t)r * P * p.cap, *gr = p.grel + (size_t)r * P * p.cap;
+        if (threadIdx.x == 0) {
+            sm->digit = atomicAdd(&p.row_cnt[r], have);
+            if (ovf) atomicExch(&p.row_ovf[r], 1u);
+        }
+        __syncthreads();
+        uint32_t base = sm->digit;
+        for (uint32_t j = threadIdx.x; j < have; j += LTK_SEL_NT) {
+            gk[base + j] = ckey[j];
+            gr[base + j] = crel[j];
+        }
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) sm->last = atomicAdd(&p.row_done[r], 1u) == (uint32_t)P - 1;
+        __syncthreads();
+        if (!sm->last) return;
+        __threadfence();
+        total = *(volatile uint32_t *)&p.row_cnt[r];
+        ovf = *(volatile uint32_t *)&p.row_ovf[r] != 0;
+        use_glob = true;
+    }
+    bool fallback = ovf || total < p.k;
+    uint32_t got;
+    if (!fallback) {
+        if (use_glob) {
+            ltk_src_cand_glob src = {p.gkey + (size_t)r * P * p.cap, p.grel + (size_t)r * P * p.cap, total};
+            ltk_radix_select<ltk_src_cand_glob, true>(src, p.k, 32 + ltk_dt<DT>::KB, 0, sm);
+            got = ltk_gather(src, sm->prefix, sm->mask, sb, p.kp, sm);
+        } else {
+            ltk_src_cand_smem src = {ckey, crel, (uint32_t)total};
+            ltk_radix_select<ltk_src_cand_smem, true>(src, p.k, 32 + ltk_dt<DT>::KB, 0, sm);
+            got = ltk_gather(src, sm->prefix, sm->mask, sb, p.kp, sm);
+        }
+    } else {
+        got = sel_dense<DT>(row, n, p.k, sb, p.kp, sm);
+    }
+    if (threadIdx.x == 0) {
+        p.st_cand[r] = (int32_t)(total > INT32_MAX ? INT32_MAX : total);
+        p.st_fb[r] = fallback ? 1 : 0;
+    }
+    sel_finish_smem<DT>(p, r, s, sb, got);
+}
+
+/* ---- general tier (k > 4096) --------------------------------------------------------------- */
+template <int DT>
+static __global__ void __launch_bounds__(LTK_SEL_NT) sel_general_kernel(sel_params p, int smem_sort) {
+    extern __shared__ __align__(16) unsigned char smraw[];
+    ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
+    const int64_t b = blockIdx.x, r = p.row0 + b;
+    uint64_t *dst = smem_sort ? (uint64_t *)(smraw + sizeof(ltk_sel_smem)) : p.gsel + (size_t)b * p.kp;
+    int64_t s, n;
+    sel_row_range(p, r, &s, &n);
+    const typename ltk_dt<DT>::raw *row = sel_row_ptr<DT>(p, r, s);
+    if (threadIdx.x == 0) {
+        p.st_cand[r] = 0;
+        p.st_fb[r] = 0;
+    }
+    if (n <= p.k) {
+        if (threadIdx.x == 0) p.st_cand[r] = -1;
+        sel_short_row<DT>(p, r, s, n, dst, p.kp, !smem_sort);
+        return;
+    }
+    uint32_t got = sel_dense<DT>(row, n, p.k, dst, p.kp, sm);
+    if (smem_sort || (p.flags & LTK_FLAG_UNSORTED)) {
+        sel_finish_smem<DT>(p, r, s, dst, got); /* global dst with UNSORTED: written unsorted */
+        return;
+    }
+    for (int j = got + threadIdx.x; j < p.kp; j += LTK_SEL_NT) dst[j] = 0ull;
+}
+
+/* After the CUB sort: writes rows [row0, row0+nb) from sorted composites. */
+template <int DT>
+static __global__ void __launch_bounds__(LTK_SEL_NT) sel_write_kernel(sel_params p, const uint64_t *sorted) {
+    const int64_t b = blockIdx.x, r = p.row0 + b;
+    int64_t s, n;
+    sel_row_range(p, r, &s, &n);
+    if (n <= p.k && (p.flags & LTK_FLAG_UNSORTED)) return; /* already written */
+    sel_write<DT>(p, r, s, sel_row_ptr<DT>(p, r, s), sorted + (size_t)b * p.kp, (uint32_t)p.k);
+}
+
+static __global__ void sel_offsets_kernel(int *off, int nseg, int seg) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= nseg) off[i] = i * seg;
+}
+
+/* ---- host ---------------------------------------------------------------------------------- */
+typedef struct sel_plan {
+    int fast;
+    int P;
+    uint32_t cap;
+    int32_t kp;
+    size_t smem;          /* dynamic shared memory of the main kernel */
+    size_t sample_smem;
+    int64_t rb;           /* general tier: rows per launch */
+    int smem_sort;
+    size_t cub_bytes;
+    /* workspace layout (byte offsets) */
+    size_t o_rowt, o_cnt, o_done, o_ovf, o_stc, o_stf, o_gkey, o_grel, o_gsel, o_gsel2, o_off, o_cub, total;
+} sel_plan;
+
+#define SEL_CUDA_TRY(expr)                                                                                  \
+    do {                                                                                                   \
+        cudaError_t e_ = (expr);                                                                           \
+        if (e_ != cudaSuccess) return ltk_error(LTK_ECUDA, "%s: %s (%s:%d)", #expr, cudaGetErrorString(e_), \
+                                                __FILE__, __LINE__);                                      \
+    } while (0)
+
+static size_t sel_align(size_t x) { return (x + 255) & ~(size_t)255; }
+
+template <int DT>
+static ltk_status sel_kernel_attrs(size_t fast_smem, size_t gen_smem, size_t sample_smem) {
+    if (fast_smem) SEL_CUDA_TRY(cudaFuncSetAttribute(sel_fast_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fast_smem));
+    if (gen_smem) SEL_CUDA_TRY(cudaFuncSetAttribute(sel_general_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gen_smem));
+    if (sample_smem) SEL_CUDA_TRY(cudaFuncSetAttribute(sel_sample_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sample_smem));
+    return LTK_OK;
+}
+
+static ltk_status sel_make_plan(const ltk_select_args *a, sel_plan *pl) {
+    memset(pl, 0, sizeof *pl);
+    int dev = 0, sms = 0, smem_optin = 0;
+    SEL_CUDA_TRY(cudaGetDevice(&dev));
+    SEL_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    SEL_CUDA_TRY(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    int32_t kp = 1;
+    while (kp < a->k) kp <<= 1;
+    pl->kp = kp;
+    size_t base = sizeof(ltk_sel_smem);
+    pl->fast = a->k <= SEL_FAST_KMAX;
+    if (pl->fast) {
+        pl->cap = (uint32_t)(4 * a->k > 8192 ? 4 * a->k : 8192);
+        pl->smem = base + (size_t)kp * 8 + (size_t)pl->cap * 8;
+        if ((int)pl->smem > smem_optin) { /* small-smem GPUs: shrink the buffer (more fallbacks, still exact) */
+            pl->cap = (uint32_t)(((size_t)smem_optin - base - (size_t)kp * 8) / 8) & ~255u;
+            pl->smem = base + (size_t)kp * 8 + (size_t)pl->cap * 8;
+        }
+        int per_sm = (int)(((size_t)smem_optin + 1024) / (pl->smem + 1024));
+        if (per_sm < 1) per_sm = 1;
+        if (per_sm > 2048 / LTK_SEL_NT) per_sm = 2048 / LTK_SEL_NT;
+        int64_t slots = (int64_t)sms * per_sm;
+        int64_t P = 1;
+        if (a->rows > 0 && a->rows < slots) {
+            P = slots / a->rows;
+            int64_t pmax = (a->cols + SEL_MINCHUNK - 1) / SEL_MINCHUNK;
+            if (P > pmax) P = pmax;
+            if (P < 1) P = 1;
+        }
+        pl->P = (int)P;
+        pl->sample_smem = P > 1 ? base + SEL_SAMPLE_MAX * 4 : 0;
+    } else {
+        pl->smem_sort = kp <= SEL_SMEM_SORT_MAX && base + (size_t)kp * 8 <= (size_t)smem_optin;
+        pl->smem = base + (pl->smem_sort ? (size_t)kp * 8 : 0);
+        int64_t rb = a->rows;
+        if (!pl->smem_sort) {
+            int64_t lim = (int64_t)(SEL_GEN_BUDGET / ((size_t)kp * 16));
+            if (lim < 1) lim = 1;
+            if (rb > lim) rb = lim;
+        }
+        pl->rb = rb;
+        pl->P = 1;
+    }
+    int64_t R = a->rows;
+    size_t o = 0;
+    pl->o_rowt = o; o = sel_align(o + (size_t)R * 4);
+    pl->o_cnt = o; o = sel_align(o + (size_t)R * 4);
+    pl->o_done = o; o = sel_align(o + (size_t)R * 4);
+    pl->o_ovf = o; o = sel_align(o + (size_t)R * 4);
+    pl->o_stc = o; o = sel_align(o + (size_t)R * 4);
+    pl->o_stf = o; o = sel_align(o + (size_t)R * 4);
+    size_t gc = pl->fast && pl->P > 1 ? (size_t)R * pl->P * pl->cap * 4 : 0;
+    pl->o_gkey = o; o = sel_align(o + gc);
+    pl->o_grel = o; o = sel_align(o + gc);
+    size_t gs = (!pl->fast && !pl->smem_sort) ? (size_t)pl->rb * kp * 8 : 0;
+    pl->o_gsel = o; o = sel_align(o + gs);
+    if (gs && !(a->flags & LTK_FLAG_UNSORTED)) {
+        pl->o_gsel2 = o; o = sel_align(o + gs);
+        pl->o_off = o; o = sel_align(o + (size_t)(pl->rb + 1) * 4);
+        size_t cb = 0;
+        SEL_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeysDescending(
+            (void *)NULL, cb, (const uint64_t *)NULL, (uint64_t *)NULL, (int)(pl->rb * kp), (int)pl->rb,
+            (const int *)NULL, (const int *)NULL + 1, 0, 64));
+        pl->cub_bytes = cb;
+        pl->o_cub = o; o = sel_align(o + cb);
+    }
+    pl->total = o;
+    return LTK_OK;
+}
+
+extern "C" ltk_status ltk_cuda_select_workspace(const ltk_select_args *a, const ltk_exec *e, size_t *bytes) {
+    (void)e;
+    sel_plan pl;
+    LTK_FORWARD_IF(sel_make_plan(a, &pl));
+    *bytes = pl.total;
+    return LTK_OK;
+}
+
+template <int DT>
+static ltk_status sel_launch(const ltk_select_args *a, const sel_plan *pl, sel_params p, cudaStream_t st,
+                             unsigned char *ws) {
+    if (pl->fast) {
+        LTK_FORWARD_IF(sel_kernel_attrs<DT>(pl->smem, 0, pl->sample_smem));
+        if (pl->P > 1) {
+            sel_sample_kernel<DT><<<(unsigned)a->rows, LTK_SEL_NT, pl->sample_smem, st>>>(p);
+            SEL_CUDA_TRY(cudaGetLastError());
+        }
+        dim3 grid((unsigned)a->rows, (unsigned)pl->P);
+        sel_fast_kernel<DT><<<grid, LTK_SEL_NT, pl->smem, st>>>(p);
+        SEL_CUDA_TRY(cudaGetLastError());
+        return LTK_OK;
+    }
+    LTK_FORWARD_IF(sel_kernel_attrs<DT>(0, pl->smem, 0));
+    for (int64_t r0 = 0; r0 < a->rows; r0 += pl->rb) {
+        int64_t nb = a->rows - r0 < pl->rb ? a->rows - r0 : pl->rb;
+        p.row0 = r0;
+        sel_general_kernel<DT><<<(unsigned)nb, LTK_SEL_NT, pl->smem, st>>>(p, pl->smem_sort);
+        SEL_CUDA_TRY(cudaGetLastError());
+        if (!pl->smem_sort && !(a->flags & LTK_FLAG_UNSORTED)) {
+            int *off = (int *)(ws + pl->o_off);
+            uint64_t *out = (uint64_t *)(ws + pl->o_gsel2);
+            sel_offsets_kernel<<<(unsigned)((nb + 256) / 256), 256, 0, st>>>(off, (int)nb, pl->kp);
+            SEL_CUDA_TRY(cudaGetLastError());
+            size_t cb = pl->cub_bytes;
+            SEL_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeysDescending(
+                (void *)(ws + pl->o_cub), cb, (const uint64_t *)p.gsel, out, (int)(nb * pl->kp), (int)nb,
+                (const int *)off, (const int *)off + 1, 0, 64, st));
+            sel_write_kernel<DT><<<(unsigned)nb, LTK_SEL_NT, 0, st>>>(p, out);
+            SEL_CUDA_TRY(cudaGetLastError());
+        }
+    }
+    return LTK_OK;
+}
+
+extern "C" ltk_status ltk_cuda_select(const ltk_select_args *a, const ltk_exec *e, void *ws, size_t ws_bytes) {
+    if (a->rows == 0) {
+        if (e && e->stats) {
+            memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
+        }
+        return LTK_OK;
+    }
+    sel_plan pl;
+    LTK_FORWARD_IF(sel_make_plan(a, &pl));
+    LTK_RETURN_IF(ws_bytes < pl.total || (pl.total && !ws), LTK_EWORKSPACE,
+                  "select workspace of %zu bytes is smaller than the %zu bytes required", ws_bytes, pl.total);
+    cudaStream_t st = (cudaStream_t)(e ? e->stream : NULL);
+    unsigned char *w = (unsigned char *)ws;
+    sel_params p;
+    memset(&p, 0, sizeof p);
+    p.scores = a->scores;
+    p.rows = a->rows;
+    p.cols = a->cols;
+    p.row_stride = a->row_stride;
+    p.starts = a->starts;
+    p.ends = a->ends;
+    p.k = a->k;
+    p.kp = pl.kp;
+    p.out_idx = a->out_idx;
+    p.out_scores = a->out_scores;
+    p.out_stride = a->out_stride;
+    p.flags = a->flags;
+    p.P = pl.P;
+    p.cap = pl.cap;
+    p.row_t = (uint32_t *)(w + pl.o_rowt);
+    p.row_cnt = (uint32_t *)(w + pl.o_cnt);
+    p.row_done = (uint32_t *)(w + pl.o_done);
+    p.row_ovf = (uint32_t *)(w + pl.o_ovf);
+    p.st_cand = (int32_t *)(w + pl.o_stc);
+    p.st_fb = (int32_t *)(w + pl.o_stf);
+    p.gkey = (uint32_t *)(w + pl.o_gkey);
+    p.grel = (uint32_t *)(w + pl.o_grel);
+    p.gsel = (uint64_t *)(w + pl.o_gsel);
+    if (pl.fast && pl.P > 1) /* tickets, counters and flags of the last-CTA pattern */
+        SEL_CUDA_TRY(cudaMemsetAsync(w + pl.o_cnt, 0, pl.o_stc - pl.o_cnt, st));
+    switch (a->dtype) {
+    case LTK_DTYPE_F32: LTK_FORWARD_IF(sel_launch<0>(a, &pl, p, st, w)); break;
+    case LTK_DTYPE_F16: LTK_FORWARD_IF(sel_launch<1>(a, &pl, p, st, w)); break;
+    case LTK_DTYPE_BF16: LTK_FORWARD_IF(sel_launch<2>(a, &pl, p, st, w)); break;
+    default: return ltk_error(LTK_EUNSUPPORTED, "cuda select: dtype %d", (int)a->dtype);
+    }
+    if (e && e->stats) {
+        ltk_stats *S = e->stats;
+        int64_t R = a->rows;
+        int32_t *hc = (int32_t *)malloc(sizeof(int32_t) * (size_t)R * 2);
+        LTK_RETURN_IF(!hc, LTK_ENOMEM, "stats buffer");
+        cudaError_t ce = cudaMemcpyAsync(hc, p.st_cand, sizeof(int32_t) * (size_t)R, cudaMemcpyDeviceToHost, st);
+        if (ce == cudaSuccess)
+            ce = cudaMemcpyAsync(hc + R, p.st_fb, sizeof(int32_t) * (size_t)R, cudaMemcpyDeviceToHost, st);
+        if (ce == cudaSuccess) ce = cudaStreamSynchronize(st);
+        if (ce != cudaSuccess) {
+            free(hc);
+            return ltk_error(LTK_ECUDA, "cuda select stats: %s", cudaGetErrorString(ce));
+        }
+        memset(S, 0, offsetof(ltk_stats, row_candidates));
+        S->rows = R;
+        for (int64_t r = 0; r < R; r++) {
+            int32_t c = hc[r] < 0 ? 0 : hc[r];
+            S->short_rows += hc[r] < 0;
+            S->candidates += c;
+            if (c > S->candidates_max) S->candidates_max = c;
+            S->fallback_rows += hc[R + r];
+            if (S->row_candidates) S->row_candidates[r] = c;
+            if (S->row_bin_entries) S->row_bin_entries[r] = 0;
+        }
+        free(hc);
+    }
+    return LTK_OK;
+}

@@ -1,0 +1,328 @@
+/* Device building blocks of the exact GPU select (select.cu) and of the kNN's final select (knn.cu).
+ *
+ * Everything ranks by one 64-bit "composite": (rank key << 32) | ~rel, where the rank key is
+ * ltk_rank_key() of the score (larger = better, NaN = 0, -0 == +0) and rel the entry's position in
+ * its row (or in a candidate list whose order agrees with the index order among equal keys). ~rel
+ * makes the lower index the larger composite, so the composite is unique per entry and the top-k
+ * of a row is exactly the k largest composites: ties are settled inside the radix select, no
+ * separate tie pass over unordered data is needed. 16-bit dtypes use a 16-bit rank key built from
+ * their own bits (f16 -> f32 -> top 16 bits would merge distinct f16 values).
+ *
+ * All block-level routines assume blockDim.x == LTK_SEL_NT and are called by every thread. */
+#ifndef LTK_CUDA_SELECT_CUH
+#define LTK_CUDA_SELECT_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "../ltk-order.h"
+
+#define LTK_SEL_NT 512      /* threads per select CTA */
+#define LTK_SEL_BINS 2048   /* 11-bit digits */
+#define LTK_FULL 0xffffffffu
+
+/* ---- rank keys ------------------------------------------------------------------------------ */
+static __device__ __forceinline__ uint32_t ltk_key32(uint32_t u) {
+    uint32_t a = u & 0x7fffffffu;
+    uint32_t k = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    k = (a == 0u) ? 0x80000000u : k;
+    return (a > 0x7f800000u) ? 0u : k;
+}
+/* 16-bit IEEE-like formats; nan_above = 0x7c00 (f16) or 0x7f80 (bf16). */
+static __device__ __forceinline__ uint32_t ltk_key16(uint32_t u, uint32_t nan_above) {
+    u &= 0xffffu;
+    uint32_t a = u & 0x7fffu;
+    uint32_t k = (u & 0x8000u) ? (~u & 0xffffu) : (u | 0x8000u);
+    k = (a == 0u) ? 0x8000u : k;
+    return (a > nan_above) ? 0u : k;
+}
+
+/* Same conversion as the host's ltk_f16_to_f32 (payload bits kept), so reported scores match. */
+static __device__ __forceinline__ float ltk_h2f(uint32_t h) {
+    uint32_t sign = (h >> 15) << 31, ex = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    if (ex == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (man << 13));
+    if (ex == 0u) {
+        float mag = (float)man * 5.9604644775390625e-8f; /* 2^-24, exact */
+        return sign ? -mag : mag;
+    }
+    return __uint_as_float(sign | ((ex + 112u) << 23) | (man << 13));
+}
+
+/* dtype traits: DT 0 = f32, 1 = f16, 2 = bf16 (ltk_dtype values). */
+template <int DT> struct ltk_dt;
+template <> struct ltk_dt<0> {
+    typedef uint32_t raw;
+    enum { KB = 32, VW = 4 };
+    static __device__ __forceinline__ uint32_t key(uint32_t u) { return ltk_key32(u); }
+    static __device__ __forceinline__ float val(uint32_t u) { return __uint_as_float(u); }
+};
+template <> struct ltk_dt<1> {
+    typedef uint16_t raw;
+    enum { KB = 16, VW = 8 };
+    static __device__ __forceinline__ uint32_t key(uint32_t u) { return ltk_key16(u, 0x7c00u); }
+    static __device__ __forceinline__ float val(uint32_t u) { return ltk_h2f(u & 0xffffu); }
+};
+template <> struct ltk_dt<2> {
+    typedef uint16_t raw;
+    enum { KB = 16, VW = 8 };
+    static __device__ __forceinline__ uint32_t key(uint32_t u) { return ltk_key16(u, 0x7f80u); }
+    static __device__ __forceinline__ float val(uint32_t u) { return __uint_as_float((u & 0xffffu) << 16); }
+};
+
+static __device__ __forceinline__ uint64_t ltk_comp(uint32_t key, uint32_t rel) {
+    return ((uint64_t)key << 32) | (uint32_t)~rel;
+}
+static __device__ __forceinline__ uint32_t ltk_comp_rel(uint64_t c) { return ~(uint32_t)c; }
+static __device__ __forceinline__ uint32_t ltk_comp_key(uint64_t c) { return (uint32_t)(c >> 32); }
+
+/* ---- shared scratch of every select CTA ------------------------------------------------------- */
+struct ltk_sel_smem {
+    uint32_t hist[LTK_SEL_BINS];
+    uint32_t warp[LTK_SEL_NT / 32];
+    uint32_t cnt;       /* candidate / gather counter */
+    uint32_t ovf;       /* overflow flag */
+    uint32_t digit, above, bucket; /* result of the last bucket search */
+    uint32_t found_rel, last;
+    uint64_t prefix, mask;
+    uint32_t kk;
+};
+
+/* Exclusive block scan of one value per thread; returns the prefix, *total the block sum. */
+static __device__ __forceinline__ uint32_t ltk_block_scan(uint32_t v, uint32_t *warp_sums, uint32_t *total) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    uint32_t x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        uint32_t y = __shfl_up_sync(LTK_FULL, x, o);
+        if (lane >= o) x += y;
+    }
+    if (lane == 31) warp_sums[w] = x;
+    __syncthreads();
+    if (w == 0) {
+        uint32_t s = lane < LTK_SEL_NT / 32 ? warp_sums[lane] : 0u;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            uint32_t y = __shfl_up_sync(LTK_FULL, s, o);
+            if (lane >= o) s += y;
+        }
+        if (lane < LTK_SEL_NT / 32) warp_sums[lane] = s; /* inclusive */
+    }
+    __syncthreads();
+    uint32_t before = w ? warp_sums[w - 1] : 0u;
+    *total = warp_sums[LTK_SEL_NT / 32 - 1];
+    uint32_t r = before + x - v;
+    __syncthreads(); /* warp_sums reusable on return */
+    return r;
+}
+
+/* Finds the digit d of hist[0..nbins) with sum_{j>d} < kk <= sum_{j>=d}; writes digit, above
+ * (= sum_{j>d}) and bucket (= hist[d]) to sm. nbins <= LTK_SEL_BINS, a power of two. */
+static __device__ void ltk_find_bucket(ltk_sel_smem *sm, int nbins, uint32_t kk) {
+    const int per = LTK_SEL_BINS / LTK_SEL_NT; /* 4 bins per thread, highest digits first */
+    int hi = nbins - per * (int)threadIdx.x;  /* this thread owns bins [hi-per, hi) */
+    uint32_t s = 0;
+#pragma unroll
+    for (int j = 1; j <= per; j++)
+        if (hi - j >= 0) s += sm->hist[hi - j];
+    uint32_t tot;
+    uint32_t e = ltk_block_scan(s, sm->warp, &tot);
+    if (e < kk && kk <= e + s) {
+        uint32_t acc = e;
+        for (int j = 1; j <= per; j++) {
+            uint32_t h = sm->hist[hi - j];
+            if (acc + h >= kk) {
+                sm->digit = (uint32_t)(hi - j);
+                sm->above = acc;
+                sm->bucket = h;
+                break;
+            }
+            acc += h;
+        }
+    }
+    __syncthreads();
+}
+
+/* Histogram add with warp aggregation of equal digits: flat rows put every entry in one bin,
+ * and unaggregated shared atomics on one address serialise. */
+static __device__ __forceinline__ void ltk_hist_add_agg(uint32_t *hist, bool act, uint32_t d) {
+    uint32_t peers = __match_any_sync(LTK_FULL, act ? d : 0xffffffffu);
+    if (act) {
+        int leader = __ffs(peers) - 1;
+        if ((int)(threadIdx.x & 31) == leader) atomicAdd(&hist[d], (uint32_t)__popc(peers));
+    }
+}
+
+/* Radix select on composites. `Src` provides: int64_t n() const; uint64_t comp(int64_t i) const.
+ * Passes over the composite bits from `hi_bit` down to `lo_bit` (11-bit digits, the last one
+ * narrower), stopping early once the threshold bucket holds exactly the entries still needed.
+ * On return sm->prefix / sm->mask: entry i is in the top-k iff (comp(i) & mask) >= prefix, and
+ * sm->kk entries of the final bucket (comp & mask) == prefix are still to be taken (all of it
+ * when it stopped early or the mask is complete; otherwise a tie to settle by the caller).
+ * Requires k <= n. AGG: aggregate equal digits (raw rows). */
+template <class Src, bool AGG>
+static __device__ void ltk_radix_select(const Src &src, uint32_t k, int hi_bit, int lo_bit, ltk_sel_smem *sm) {
+    uint64_t prefix = 0, mask = 0;
+    uint32_t kk = k;
+    const int64_t n = src.n();
+    const int64_t nr = (n + LTK_SEL_NT - 1) / LTK_SEL_NT * LTK_SEL_NT;
+    for (int top = hi_bit; top > lo_bit;) {
+        int w = top - lo_bit < 11 ? top - lo_bit : 11;
+        int sh = top - w;
+        for (int i = threadIdx.x; i < LTK_SEL_BINS; i += LTK_SEL_NT) sm->hist[i] = 0;
+        __syncthreads();
+        const uint64_t dm = ((1ull << w) - 1);
+        for (int64_t i = threadIdx.x; i < nr; i += LTK_SEL_NT) {
+            bool act = false;
+            uint32_t d = 0;
+            if (i < n) {
+                uint64_t c = src.comp(i);
+                act = (c & mask) == prefix;
+                d = (uint32_t)((c >> sh) & dm);
+            }
+            if (AGG) ltk_hist_add_agg(sm->hist, act, d);
+            else if (act) atomicAdd(&sm->hist[d], 1u);
+        }
+        __syncthreads();
+        ltk_find_bucket(sm, 1 << w, kk);
+        uint32_t d = sm->digit;
+        kk -= sm->above;
+        prefix |= (uint64_t)d << sh;
+        mask |= dm << sh;
+        top = sh;
+        bool done = sm->bucket == kk;
+        __syncthreads();
+        if (done) break;
+    }
+    if (threadIdx.x == 0) {
+        sm->prefix = prefix;
+        sm->mask = mask;
+        sm->kk = kk;
+    }
+    __syncthreads();
+}
+
+/* Appends every entry with (comp & mask) >= prefix to dst (capacity cap) at arbitrary positions;
+ * returns the count taken (block-uniform). */
+template <class Src>
+static __device__ uint32_t ltk_gather(const Src &src, uint64_t prefix, uint64_t mask, uint64_t *dst, uint32_t cap,
+                                      ltk_sel_smem *sm) {
+    if (threadIdx.x == 0) sm->cnt = 0;
+    __syncthreads();
+    const int64_t n = src.n();
+    const int64_t nr = (n + LTK_SEL_NT - 1) / LTK_SEL_NT * LTK_SEL_NT;
+    const int lane = threadIdx.x & 31;
+    for (int64_t i = threadIdx.x; i < nr; i += LTK_SEL_NT) {
+        uint64_t c = 0;
+        bool take = false;
+        if (i < n) {
+            c = src.comp(i);
+            take = (c & mask) >= prefix;
+        }
+        uint32_t b = __ballot_sync(LTK_FULL, take);
+        if (b) {
+            uint32_t base = 0;
+            if (lane == __ffs(b) - 1) base = atomicAdd(&sm->cnt, (uint32_t)__popc(b));
+            base = __shfl_sync(LTK_FULL, base, __ffs(b) - 1);
+            uint32_t pos = base + __popc(b & ((1u << lane) - 1));
+            if (take && pos < cap) dst[pos] = c;
+        }
+    }
+    __syncthreads();
+    uint32_t r = sm->cnt;
+    __syncthreads();
+    return r;
+}
+
+/* Bitonic sort of s[0..np) descending, np a power of two (pad with 0: below every real composite). */
+static __device__ void ltk_bitonic_desc(uint64_t *s, int np) {
+    for (int size = 2; size <= np; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            for (int i = threadIdx.x; i < (np >> 1); i += LTK_SEL_NT) {
+                int lo = 2 * i - (i & (stride - 1));
+                int hi = lo + stride;
+                bool desc = (lo & size) == 0;
+                uint64_t a = s[lo], b = s[hi];
+                if ((a < b) == desc) {
+                    s[lo] = b;
+                    s[hi] = a;
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+
+/* Sources of composites ------------------------------------------------------------------------ */
+struct ltk_src_cand_smem { /* candidates held in shared memory */
+    const uint32_t *key, *rel;
+    uint32_t cnt;
+    __device__ int64_t n() const { return cnt; }
+    __device__ uint64_t comp(int64_t i) const { return ltk_comp(key[i], rel[i]); }
+};
+struct ltk_src_cand_glob { /* candidates in global memory (L2-resident) */
+    const uint32_t *key, *rel;
+    int64_t cnt;
+    __device__ int64_t n() const { return cnt; }
+    __device__ uint64_t comp(int64_t i) const { return ltk_comp(__ldcg(key + i), __ldcg(rel + i)); }
+};
+template <int DT> struct ltk_src_row { /* a raw row: composite from the value and its position */
+    const typename ltk_dt<DT>::raw *p; /* first valid element */
+    int64_t len;
+    __device__ int64_t n() const { return len; }
+    __device__ uint64_t comp(int64_t i) const { return ltk_comp(ltk_dt<DT>::key(p[i]), (uint32_t)i); }
+};
+
+/* Over a raw row the index digits need not be radix-selected: after the key passes, the kk tied
+ * entries to take are the FIRST kk of the threshold key in index order, found by one ordered
+ * prefix count that stops as soon as it has them (a flat row reads only ~kk entries).
+ * Returns the rel of the kk-th tied entry. */
+template <int DT>
+static __device__ uint32_t ltk_tie_scan(const ltk_src_row<DT> &src, uint32_t tkey, uint32_t kk, ltk_sel_smem *sm) {
+    const int V = 8; /* consecutive entries per thread per tile */
+    uint32_t need = kk;
+    for (int64_t t0 = 0; t0 < src.len; t0 += (int64_t)LTK_SEL_NT * V) {
+        int64_t b = t0 + (int64_t)threadIdx.x * V;
+        uint32_t m = 0;
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            if (b + j < src.len && ltk_dt<DT>::key(src.p[b + j]) == tkey) m |= 1u << j;
+        uint32_t c = __popc(m), tot;
+        uint32_t e = ltk_block_scan(c, sm->warp, &tot);
+        if (e < need && need <= e + c) {
+            uint32_t r = need - e; /* r-th set bit of m */
+            for (int j = 0; j < V; j++)
+                if ((m >> j) & 1u)
+                    if (--r == 0) {
+                        sm->found_rel = (uint32_t)(b + j);
+                        break;
+                    }
+        }
+        if (tot >= need) break;
+        need -= tot;
+    }
+    __syncthreads();
+    uint32_t r = sm->found_rel;
+    __syncthreads();
+    return r;
+}
+
+/* Exact top-k threshold of a raw row [p, p+len) (len >= k): key passes, then the ordered tie
+ * scan. Leaves prefix/mask in sm such that the take rule is (comp & mask) >= prefix. */
+template <int DT>
+static __device__ void ltk_row_threshold(const ltk_src_row<DT> &src, uint32_t k, ltk_sel_smem *sm) {
+    ltk_radix_select<ltk_src_row<DT>, true>(src, k, 32 + ltk_dt<DT>::KB, 32, sm);
+    uint32_t kk = sm->kk;
+    uint64_t prefix = sm->prefix;
+    bool tie = sm->bucket != kk; /* bucket larger than what is needed: settle by index */
+    __syncthreads();
+    if (tie) {
+        uint32_t rel = ltk_tie_scan<DT>(src, (uint32_t)(prefix >> 32), kk, sm);
+        if (threadIdx.x == 0) {
+            sm->prefix = (prefix & 0xffffffff00000000ull) | (uint32_t)~rel;
+            sm->mask = ~0ull;
+        }
+        __syncthreads();
+    }
+}
+
+#endif

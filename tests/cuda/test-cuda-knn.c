@@ -1,0 +1,296 @@
+/* GPU kNN (src/cuda/knn.cu) against a float64 host oracle (sets equal up to ties within the score
+ * tolerance), fused == materialize bit for bit, adversarial corpora (duplicates -> exact fallback,
+ * NaN rows), int64 indices across corpus chunks, canaries.
+ *   test-cuda-knn          full suite ("N passed, N failed")
+ *   test-cuda-knn --small  a few small cases (compute-sanitizer) */
+#include "cuda-test-util.h"
+
+void ltk_cuda_knn_debug_chunk(int64_t rows);
+
+typedef struct {
+    int64_t B, N;
+    int D, k, dtype, metric;
+    int gen;          /* 0 randn, 1 all-identical base, 2 NaN rows, 3 few distinct vectors, 4 clustered */
+    int64_t qpad, xpad, opad;
+    int scores;
+    int64_t chunk;    /* corpus chunk override (0 = default) */
+    uint32_t flags;
+} kcase;
+
+static const char *met_name[] = {"ip", "l2", "cos"};
+
+static void put(void *p, int dt, int64_t i, float v) {
+    if (dt == LTK_DTYPE_F32) ((float *)p)[i] = v;
+    else if (dt == LTK_DTYPE_F16) ((uint16_t *)p)[i] = f32_to_f16(v);
+    else ((uint16_t *)p)[i] = f32_to_bf16(v);
+}
+static float get(const void *p, int dt, int64_t i) {
+    if (dt == LTK_DTYPE_F32) return ((const float *)p)[i];
+    uint16_t v = ((const uint16_t *)p)[i];
+    return dt == LTK_DTYPE_F16 ? f16_to_f32(v) : bf16_to_f32(v);
+}
+
+typedef struct {
+    double s;
+    int64_t i;
+} dent;
+static int cmp_dent(const void *pa, const void *pb) { /* larger s first, NaN last, lower index */
+    const dent *a = pa, *b = pb;
+    int na = isnan(a->s), nb = isnan(b->s);
+    if (na != nb) return na ? 1 : -1;
+    if (!na && a->s != b->s) return a->s > b->s ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+static int run_gpu(const kcase *c, void *dq, void *dx, int64_t *doi, float *dos, ltk_algo algo, ltk_stats *st) {
+    ltk_knn_args a;
+    memset(&a, 0, sizeof a);
+    a.B = c->B;
+    a.N = c->N;
+    a.D = c->D;
+    a.k = c->k;
+    a.dtype = (ltk_dtype)c->dtype;
+    a.metric = (ltk_metric)c->metric;
+    a.queries = dq;
+    a.q_stride = c->D + c->qpad;
+    a.base = dx;
+    a.base_stride = c->D + c->xpad;
+    a.out_idx = doi;
+    a.out_scores = c->scores ? dos : NULL;
+    a.out_stride = c->k + c->opad;
+    a.flags = c->flags;
+    ltk_exec e;
+    memset(&e, 0, sizeof e);
+    e.backend = LTK_BACKEND_CUDA;
+    e.algo = algo;
+    e.stats = st;
+    ltk_cuda_knn_debug_chunk(c->chunk);
+    size_t wsb = 0;
+    ltk_status s = ltk_cuda_knn_workspace(&a, &e, &wsb);
+    if (s != LTK_OK) return (int)s;
+    void *ws = dmalloc(wsb);
+    CUDA_OK(cudaMemset(ws, 0x5a, wsb));
+    s = ltk_cuda_knn(&a, &e, ws, wsb);
+    CUDA_OK(cudaDeviceSynchronize());
+    cudaFree(ws);
+    ltk_cuda_knn_debug_chunk(0);
+    return (int)s;
+}
+
+static void run_case(const kcase *c) {
+    int64_t qs = c->D + c->qpad, xs = c->D + c->xpad, os = c->k + c->opad;
+    size_t es = c->dtype == LTK_DTYPE_F32 ? 4 : 2;
+    size_t nq = (size_t)(c->B * qs), nx = (size_t)(c->N * xs);
+    unsigned char *hq = calloc(nq + 1, es), *hx = calloc(nx + 1, es);
+    for (size_t i = 0; i < nq; i++) put(hq, c->dtype, (int64_t)i, (int64_t)(i % qs) < c->D ? rng_normal() : 999.0f);
+    float *proto = malloc(sizeof(float) * (size_t)c->D * 8);
+    for (int i = 0; i < c->D * 8; i++) proto[i] = rng_normal();
+    for (int64_t r = 0; r < c->N; r++)
+        for (int64_t d = 0; d < xs; d++) {
+            float v = 999.0f;
+            if (d < c->D) {
+                if (c->gen == 1) v = proto[d];
+                else if (c->gen == 2) v = (r % 97 == 5) ? NAN : rng_normal();
+                else if (c->gen == 3) v = proto[(r % 8) * c->D + d];
+                else if (c->gen == 4) v = proto[(r % 8) * c->D + d] + 0.05f * rng_normal();
+                else v = rng_normal();
+            }
+            put(hx, c->dtype, r * xs + d, v);
+        }
+    free(proto);
+    void *dq = dupload(hq, nq * es), *dx = dupload(hx, nx * es);
+    size_t on = (size_t)(c->B * os) + 32;
+    int64_t *doi = dmalloc(on * 8), *doi2 = dmalloc(on * 8);
+    float *dos = dmalloc(on * 4), *dos2 = dmalloc(on * 4);
+    CUDA_OK(cudaMemset(doi, 0x7f, on * 8));
+    CUDA_OK(cudaMemset(dos, 0x7f, on * 4));
+    CUDA_OK(cudaMemset(doi2, 0x7f, on * 8));
+    CUDA_OK(cudaMemset(dos2, 0x7f, on * 4));
+    ltk_stats st, st2;
+    memset(&st, 0, sizeof st);
+    memset(&st2, 0, sizeof st2);
+    char name[256];
+    snprintf(name, sizeof name, "B=%lld N=%lld D=%d k=%d dt=%d %s gen=%d pads=%lld/%lld/%lld chunk=%lld scores=%d",
+             (long long)c->B, (long long)c->N, c->D, c->k, c->dtype, met_name[c->metric], c->gen, (long long)c->qpad,
+             (long long)c->xpad, (long long)c->opad, (long long)c->chunk, c->scores);
+    int s1 = run_gpu(c, dq, dx, doi, dos, LTK_ALGO_FUSED, &st);
+    int s2 = run_gpu(c, dq, dx, doi2, dos2, LTK_ALGO_MATERIALIZE, &st2);
+    CHECK(s1 == 0 && s2 == 0, "%s: status %d / %d", name, s1, s2);
+    int64_t *oi = malloc(on * 8), *oi2 = malloc(on * 8);
+    float *o = malloc(on * 4), *o2 = malloc(on * 4);
+    CUDA_OK(cudaMemcpy(oi, doi, on * 8, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(o, dos, on * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(oi2, doi2, on * 8, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(o2, dos2, on * 4, cudaMemcpyDeviceToHost));
+    /* fused == materialize, bit for bit (indices and scores) */
+    int same = 1;
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t j = 0; j < c->k; j++) {
+            size_t i = (size_t)(b * os + j);
+            if (oi[i] != oi2[i] || (c->scores && !same_bits(o[i], o2[i]))) same = 0;
+        }
+    CHECK(same, "%s: fused != materialize", name);
+    /* oracle */
+    dent *ent = malloc(sizeof(dent) * (size_t)(c->N + 1));
+    double *xn = malloc(sizeof(double) * (size_t)(c->N + 1));
+    for (int64_t r = 0; r < c->N; r++) {
+        double s = 0;
+        for (int d = 0; d < c->D; d++) {
+            double v = get(hx, c->dtype, r * xs + d);
+            s += v * v;
+        }
+        xn[r] = s;
+    }
+    int bad = 0;
+    for (int64_t b = 0; b < c->B && bad < 3; b++) {
+        double qn = 0, maxabs = 0;
+        for (int d = 0; d < c->D; d++) {
+            double v = get(hq, c->dtype, b * qs + d);
+            qn += v * v;
+        }
+        for (int64_t r = 0; r < c->N; r++) {
+            double dot = 0;
+            for (int d = 0; d < c->D; d++) dot += (double)get(hq, c->dtype, b * qs + d) * get(hx, c->dtype, r * xs + d);
+            double s;
+            if (c->metric == LTK_METRIC_IP) s = dot;
+            else if (c->metric == LTK_METRIC_L2) s = -(qn + xn[r] - 2.0 * dot);
+            else s = (qn > 0 && xn[r] > 0) ? dot / (sqrt(qn) * sqrt(xn[r])) : 0.0;
+            ent[r].s = s;
+            ent[r].i = r;
+            if (!isnan(s) && fabs(s) > maxabs) maxabs = fabs(s);
+        }
+        /* the reported score of entry r on the GPU path is checked against ent[r] below */
+        double *byidx = malloc(sizeof(double) * (size_t)(c->N + 1));
+        for (int64_t r = 0; r < c->N; r++) byidx[r] = ent[r].s;
+        qsort(ent, (size_t)c->N, sizeof(dent), cmp_dent);
+        double tol = 2e-5 * (maxabs + (c->metric == LTK_METRIC_L2 ? qn : 0.0) + 1.0) * (c->D > 256 ? 4 : 1);
+        if (c->metric == LTK_METRIC_COS) tol = 1e-4;
+        int64_t want = c->N < c->k ? c->N : c->k;
+        double kth = want > 0 ? ent[want - 1].s : 0;
+        const int64_t *gi = oi + b * os;
+        const float *gs = o + b * os;
+        int ok = 1;
+        char why[200] = "";
+        unsigned char *seen = calloc((size_t)c->N + 1, 1);
+        for (int64_t j = 0; j < c->k && ok; j++) {
+            if (j >= want) {
+                if (gi[j] != -1 || (c->scores && !(isinf(gs[j]) && ((gs[j] > 0) == (c->metric == LTK_METRIC_L2))))) {
+                    ok = 0;
+                    snprintf(why, sizeof why, "slot %lld: padding expected", (long long)j);
+                }
+                continue;
+            }
+            int64_t id = gi[j];
+            if (id < 0 || id >= c->N || seen[id]) {
+                ok = 0;
+                snprintf(why, sizeof why, "slot %lld: bad or duplicate index %lld", (long long)j, (long long)id);
+                break;
+            }
+            seen[id] = 1;
+            double rs = byidx[id];
+            if (isnan(kth)) continue; /* NaN-filled tail: any NaN entry is as good (ties by index apply on GPU scores) */
+            if (!isnan(rs) && rs < kth - tol) {
+                ok = 0;
+                snprintf(why, sizeof why, "slot %lld: idx %lld ref score %.7g below kth %.7g", (long long)j, (long long)id, rs, kth);
+            }
+            if (c->scores && !isnan(rs)) {
+                double g = c->metric == LTK_METRIC_L2 ? -(double)gs[j] : (double)gs[j];
+                if (fabs(g - rs) > tol) {
+                    ok = 0;
+                    snprintf(why, sizeof why, "slot %lld: idx %lld score %.7g vs ref %.7g", (long long)j, (long long)id, g, rs);
+                }
+            }
+            if (j > 0 && c->scores) { /* sorted: best first, equal scores by index */
+                float p = gs[j - 1], q = gs[j];
+                int worse = c->metric == LTK_METRIC_L2 ? (q < p) : (q > p);
+                if (worse || (p == q && gi[j - 1] > gi[j])) {
+                    ok = 0;
+                    snprintf(why, sizeof why, "slot %lld: not sorted", (long long)j);
+                }
+            }
+        }
+        /* every clearly-better ref entry is present */
+        for (int64_t j = 0; ok && j < want; j++)
+            if (!isnan(ent[j].s) && ent[j].s > kth + tol && !seen[ent[j].i]) {
+                ok = 0;
+                snprintf(why, sizeof why, "missing idx %lld (ref %.7g, kth %.7g)", (long long)ent[j].i, ent[j].s, kth);
+            }
+        for (int64_t j = c->k; j < os; j++)
+            if ((uint64_t)gi[j] != 0x7f7f7f7f7f7f7f7full) ok = 0, snprintf(why, sizeof why, "wrote past k");
+        if (!ok) {
+            bad++;
+            CHECK(0, "%s: query %lld: %s", name, (long long)b, why);
+        }
+        free(seen);
+        free(byidx);
+    }
+    int guard = 1;
+    for (size_t j = (size_t)(c->B * os); j < on; j++)
+        if ((uint64_t)oi[j] != 0x7f7f7f7f7f7f7f7full || f2u(o[j]) != 0x7f7f7f7fu) guard = 0;
+    CHECK(guard, "%s: canary overwritten", name);
+    if (!bad) CHECK(1, "%s", name);
+    if (getenv("LTK_TEST_VERBOSE") || c->gen == 1)
+        printf("ok? %s  fallback_rows=%lld candidates_max=%lld\n", name, (long long)st.fallback_rows,
+               (long long)st.candidates_max);
+    if (c->gen == 1 && c->N > 20000) CHECK(st.fallback_rows > 0, "%s: a flat corpus should take the fallback", name);
+    free(ent);
+    free(xn);
+    free(hq);
+    free(hx);
+    free(oi);
+    free(oi2);
+    free(o);
+    free(o2);
+    cudaFree(dq);
+    cudaFree(dx);
+    cudaFree(doi);
+    cudaFree(doi2);
+    cudaFree(dos);
+    cudaFree(dos2);
+}
+
+static void kc(int64_t B, int64_t N, int D, int k, int dt, int metric, int gen, int64_t qpad, int64_t xpad, int64_t opad,
+               int scores, int64_t chunk) {
+    kcase c = {B, N, D, k, dt, metric, gen, qpad, xpad, opad, scores, chunk, 0};
+    run_case(&c);
+}
+
+int main(int argc, char **argv) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        printf("no CUDA device: skipped\n0 passed, 0 failed\n");
+        return 0;
+    }
+    const int B16 = LTK_DTYPE_BF16, F16 = LTK_DTYPE_F16, F32 = LTK_DTYPE_F32;
+    if (argc > 1 && !strcmp(argv[1], "--small")) {
+        kc(3, 2000, 64, 10, B16, LTK_METRIC_IP, 0, 0, 0, 1, 1, 0);
+        kc(2, 20000, 40, 5, F32, LTK_METRIC_L2, 0, 3, 1, 0, 1, 0);
+        kc(2, 18000, 32, 7, F16, LTK_METRIC_COS, 1, 0, 0, 0, 1, 0); /* flat: fallback passes */
+        printf("%d passed, %d failed\n", g_pass, g_fail);
+        return g_fail ? 1 : 0;
+    }
+    for (int m = 0; m < 3; m++) {
+        kc(5, 3000, 64, 10, B16, m, 0, 0, 0, 0, 1, 0);             /* N <= cap: no sample */
+        kc(16, 40000, 128, 100, B16, m, 0, 0, 0, 2, 1, 0);         /* sampled gate */
+        kc(16, 40000, 128, 100, F16, m, 0, 8, 8, 0, 1, 0);
+        kc(8, 30000, 96, 50, F32, m, 0, 0, 4, 0, 1, 0);            /* fp32 SIMT */
+        kc(3, 25000, 37, 20, F32, m, 0, 1, 2, 0, 1, 0);            /* odd D: element loads */
+        kc(4, 20000, 45, 16, B16, m, 4, 3, 0, 0, 1, 0);            /* clustered, odd D */
+    }
+    kc(70, 20000, 64, 1, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);    /* k = 1, two query blocks */
+    kc(2, 1000, 64, 1500, B16, LTK_METRIC_L2, 0, 0, 0, 0, 1, 0);   /* k > N: padding (+inf for L2) */
+    kc(2, 1000, 64, 1000, B16, LTK_METRIC_IP, 0, 0, 0, 0, 0, 0);   /* k = N, no scores */
+    kc(3, 0, 64, 10, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);        /* N = 0 */
+    kc(4, 60000, 64, 5000, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);  /* large k */
+    kc(2, 80000, 32, 16384, B16, LTK_METRIC_COS, 0, 0, 0, 0, 1, 0); /* k = 16384 */
+    kc(3, 40000, 64, 100, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);   /* all-identical corpus: exact fallback */
+    kc(3, 40000, 64, 3000, B16, LTK_METRIC_L2, 1, 0, 0, 0, 1, 0);
+    kc(3, 40000, 64, 100, B16, LTK_METRIC_IP, 3, 0, 0, 0, 1, 0);   /* 8 distinct vectors: heavy ties */
+    kc(3, 30000, 64, 50, F32, LTK_METRIC_IP, 2, 0, 0, 0, 1, 0);    /* NaN rows */
+    kc(4, 50000, 64, 200, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 12345); /* corpus in 5 chunks: int64 merge */
+    kc(4, 50000, 64, 200, B16, LTK_METRIC_L2, 3, 0, 0, 0, 1, 9000);  /* chunks + ties across chunks */
+    kc(1100, 3000, 32, 8, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);   /* two query batches */
+    kc(8, 20000, 768, 64, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);   /* D = 768 */
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
