@@ -82,7 +82,7 @@ typedef struct {
     uint32_t *hist;
 } ltkc_row;
 
-/* Scratch for compaction and final select: keys[cap], pos[cap], hist[2048]. */
+/* Scratch for compaction, sample and final select: keys, pos [max(cap, sample)], hist[2048]. */
 typedef struct {
     uint32_t *keys;
     int32_t *pos;

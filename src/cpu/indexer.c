@@ -100,8 +100,9 @@ static size_t layout(const ltk_indexer_args *a, const plan *p, int mat, char *ba
             x.rscore = ltkc_take(&w, sizeof(float) * RB * cap);
             x.ridx = ltkc_take(&w, sizeof(int64_t) * RB * cap);
             x.rhist = ltkc_take(&w, sizeof(uint32_t) * RB * LTKC_NB);
-            x.tmp.keys = ltkc_take(&w, sizeof(uint32_t) * cap);
-            x.tmp.pos = ltkc_take(&w, sizeof(int32_t) * cap);
+            size_t tcap = cap > (size_t)p->ms ? cap : (size_t)p->ms; /* also holds the sample's keys */
+            x.tmp.keys = ltkc_take(&w, sizeof(uint32_t) * tcap);
+            x.tmp.pos = ltkc_take(&w, sizeof(int32_t) * tcap);
             x.tmp.hist = ltkc_take(&w, sizeof(uint32_t) * 2048);
             x.slist = ltkc_take(&w, sizeof(int64_t) * (size_t)p->ms);
             x.ssc = ltkc_take(&w, sizeof(float) * RB * (size_t)p->ms);

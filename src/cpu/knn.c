@@ -113,7 +113,7 @@ static size_t fused_layout(const plan *p, char *base, shared *sh, thr **thp) {
         x.tile = ltkc_take(&w, sizeof(float) * NT * (size_t)p->Dp);
         x.packed = ltkc_take(&w, p->screen ? sizeof(uint32_t) * NT * (size_t)p->D2 : 0);
         x.xa = ltkc_take(&w, sizeof(float) * 4 * NT);
-        x.sc = ltkc_take(&w, sizeof(float) * (size_t)q * NT);
+        x.sc = ltkc_take(&w, sizeof(float) * (size_t)(q > 4 ? q : 4) * NT); /* also the screening SoA [4][NT] */
         x.mask = ltkc_take(&w, sizeof(uint64_t) * (size_t)q * MW);
         x.pq = ltkc_take(&w, sizeof(float *) * (size_t)q * NT);
         x.px = ltkc_take(&w, sizeof(float *) * (size_t)q * NT);
@@ -125,8 +125,9 @@ static size_t fused_layout(const plan *p, char *base, shared *sh, thr **thp) {
         x.rscore = ltkc_take(&w, sizeof(float) * (size_t)q * cap);
         x.ridx = ltkc_take(&w, sizeof(int64_t) * (size_t)q * cap);
         x.rhist = ltkc_take(&w, p->mode == LTKC_MODE_BINS ? sizeof(uint32_t) * (size_t)q * LTKC_NB : 0);
-        x.tmp.keys = ltkc_take(&w, sizeof(uint32_t) * cap);
-        x.tmp.pos = ltkc_take(&w, sizeof(int32_t) * cap);
+        size_t tcap = cap > (size_t)p->ms ? cap : (size_t)p->ms; /* also holds the sample's keys */
+        x.tmp.keys = ltkc_take(&w, sizeof(uint32_t) * tcap);
+        x.tmp.pos = ltkc_take(&w, sizeof(int32_t) * tcap);
         x.tmp.hist = ltkc_take(&w, sizeof(uint32_t) * 2048);
         x.mscore = ltkc_take(&w, sizeof(float) * mcap);
         x.midx = ltkc_take(&w, sizeof(int64_t) * mcap);
