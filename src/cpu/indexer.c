@@ -65,8 +65,9 @@ static plan make_plan(const ltk_indexer_args *a, const ltk_exec *e) {
     p.qrow = ((size_t)a->H * (size_t)p.g.dp * 4 + 63) & ~(size_t)63;
     p.tileb = ltkc_idx_tile_bytes(&p.g);
     p.cap = 2 * (int64_t)a->k + 256;
-    p.hot = a->state ? a->state->capacity : 0;
-    if (p.hot > HOT_MAX) p.hot = HOT_MAX;
+    /* The workspace must not depend on the state (callers size it once, then pass a state):
+     * at most 3k hot keys (k' = 3k, best first) are used as the sample. */
+    p.hot = 3 * (int64_t)a->k < HOT_MAX ? 3 * (int64_t)a->k : HOT_MAX;
     p.ms = COLD_SAMPLE > p.hot ? COLD_SAMPLE : p.hot;
     int64_t rbm = a->S > 0 ? (int64_t)(MAT_BYTES / ((size_t)a->S * 4)) : a->T;
     if (rbm < 1) rbm = 1;
@@ -296,8 +297,8 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
             if (be > st->bins_max) st->bins_max = be;
             st->comp += row->compactions;
         }
-        if (st->rc) st->rc[t] = (int32_t)(row->appended < INT32_MAX ? row->appended : INT32_MAX);
-        if (st->rbe) st->rbe[t] = (int32_t)(be < INT32_MAX ? be : INT32_MAX);
+        if (n > a->k && st->rc) st->rc[t] = (int32_t)(row->appended < INT32_MAX ? row->appended : INT32_MAX);
+        if (n > a->k && st->rbe) st->rbe[t] = (int32_t)(be < INT32_MAX ? be : INT32_MAX);
     }
 }
 
@@ -323,7 +324,12 @@ ltk_status ltkc_indexer(const ltk_indexer_args *a, const ltk_exec *e, void *ws, 
     int32_t *hot = NULL;
     layout(a, &p, mat, ws, &th, &M, &hot);
     ltk_stats *st = e->stats;
-    if (st) memset(st, 0, offsetof(ltk_stats, row_candidates));
+    if (st) {
+        memset(st, 0, offsetof(ltk_stats, row_candidates));
+        /* rows without a scan (short, empty, materialize) count 0 candidates */
+        if (st->row_candidates) memset(st->row_candidates, 0, sizeof(int32_t) * (size_t)a->T);
+        if (st->row_bin_entries) memset(st->row_bin_entries, 0, sizeof(int32_t) * (size_t)a->T);
+    }
 
     /* Hot set (cross-chunk state): sorted, deduplicated copy. */
     int64_t nhot = 0;
@@ -350,7 +356,7 @@ ltk_status ltkc_indexer(const ltk_indexer_args *a, const ltk_exec *e, void *ws, 
                 int64_t t0 = b * RB, t1 = t0 + RB < a->T ? t0 + RB : a->T;
                 run_block(a, &p, K, x, t0, t1, mode, NULL, 0, hot, nhot, &loc);
             }
-#pragma omp critical(ltkc_idx_stats)
+#pragma omp critical /* unnamed: a named one exports a symbol */
             {
                 tot.cand += loc.cand;
                 if (loc.cand_max > tot.cand_max) tot.cand_max = loc.cand_max;

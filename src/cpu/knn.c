@@ -416,7 +416,7 @@ static void fused_block(const ltk_knn_args *a, const ltk_exec *e, const plan *p,
                 write_row(a, b0 + i, x->mscore, x->midx, x->opos, 0, 0, NULL);
             }
             if (st) {
-#pragma omp critical(ltkc_knn_stats)
+#pragma omp critical /* unnamed: a named one exports a symbol */
                 {
                     st->candidates += app;
                     if (app > st->candidates_max) st->candidates_max = app;
