@@ -7,6 +7,10 @@
 #include <string.h>
 #include <time.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "cli.h"
 #include "commands.h"
 #include "devmem.h"
@@ -105,6 +109,16 @@ static ltk_status bench_one(const bench_env *env, bench_op *op, ltk_algo algo, b
     return st;
 }
 
+/* CPU threads a call with num_threads = n uses (0 = all: the OpenMP default). */
+static int64_t effective_threads(int32_t n) {
+    if (n > 0) return n;
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
 static void utc_now(char *buf, size_t cap) {
     time_t t = time(NULL);
     struct tm tm;
@@ -178,7 +192,7 @@ static int bench_all(const bench_env *env, bench_op *op) {
             cli_json_int(&j, "aux_bytes", (int64_t)r->aux);
             cli_json_str(&j, "device", env->device);
             cli_json_str(&j, "commit", cli_commit());
-            cli_json_int(&j, "threads", env->threads);
+            cli_json_int(&j, "threads", env->on_device ? 0 : effective_threads(env->threads));
             cli_json_num(&j, "candidates_mean", cli_stats_mean(r->stats.candidates, &r->stats));
             cli_json_int(&j, "candidates_max", r->stats.candidates_max);
             cli_json_num(&j, "bin_entries_mean", cli_stats_mean(r->stats.bin_entries, &r->stats));

@@ -103,8 +103,17 @@ static void print_outcomes(void) {
         fprintf(stderr, "fuzz-args: %-8s %lld ok, %lld rejected\n", names[i], outcome[i][0], outcome[i][1]);
 }
 
+/* The call under test, printed when an invariant fails. */
+static char call_desc[512];
+
+static void describe_exec(char *buf, size_t cap, const ltk_exec *e) {
+    snprintf(buf, cap, " backend=%d algo=%d threads=%d ws=%p/%zu stats=%s", (int)e->backend, (int)e->algo,
+             (int)e->num_threads, e->workspace, e->workspace_bytes, e->stats ? "on" : "off");
+}
+
 static void die(const char *op, const char *what) {
-    fprintf(stderr, "fuzz-args: %s: invariant violated: %s (last error: %s)\n", op, what, ltk_last_error());
+    fprintf(stderr, "fuzz-args: %s: invariant violated: %s (last error: %s)\n  call: %s\n", op, what,
+            ltk_last_error(), call_desc);
     abort();
 }
 
@@ -312,6 +321,15 @@ static void fuzz_select(fz *f) {
     size_t need = 0;
     ltk_status wst = ltk_select_workspace_size(&a, &x.exec, &need);
     void *ws = fz_exec_workspace(&x, wst, need);
+    {
+        char ex[160];
+        describe_exec(ex, sizeof ex, &x.exec);
+        snprintf(call_desc, sizeof call_desc,
+                 "select rows=%lld cols=%lld k=%d dtype=%d row_stride=%lld out_stride=%lld flags=0x%x ranges=%s "
+                 "scores=%p out_scores=%p%s",
+                 (long long)a.rows, (long long)a.cols, a.k, (int)a.dtype, (long long)a.row_stride,
+                 (long long)a.out_stride, a.flags, starts ? "yes" : "no", (void *)scores, (void *)out_scores, ex);
+    }
     ltk_status st = ltk_select_topk(fz_bad(f) && fz_u8(f) == 0 ? NULL : &a, &x.exec);
     outcome[0][st != LTK_OK]++;
     if (st != LTK_OK && !ltk_last_error()[0]) die(op, "error without a message");
@@ -419,6 +437,15 @@ static void fuzz_knn(fz *f) {
     size_t need = 0;
     ltk_status wst = ltk_knn_workspace_size(&a, &x.exec, &need);
     void *ws = fz_exec_workspace(&x, wst, need);
+    {
+        char ex[160];
+        describe_exec(ex, sizeof ex, &x.exec);
+        snprintf(call_desc, sizeof call_desc,
+                 "knn B=%lld N=%lld D=%d k=%d dtype=%d metric=%d q_stride=%lld base_stride=%lld out_stride=%lld "
+                 "flags=0x%x out_scores=%p%s",
+                 (long long)a.B, (long long)a.N, a.D, a.k, (int)a.dtype, (int)a.metric, (long long)a.q_stride,
+                 (long long)a.base_stride, (long long)a.out_stride, a.flags, (void *)out_scores, ex);
+    }
     ltk_status st = ltk_knn_topk(&a, &x.exec);
     outcome[1][st != LTK_OK]++;
     if (st != LTK_OK && !ltk_last_error()[0]) die(op, "error without a message");
@@ -440,8 +467,30 @@ static void fuzz_knn(fz *f) {
         for (int64_t r = 0; r < a.B; r++) {
             check_row_indices(op, out_idx + r * ostride, a.k, a.N, 0, 0, a.N);
             if (!same_set(out_idx + r * ostride, out_scores ? out_scores + r * ostride : NULL, idx2 + r * ostride,
-                          sc2 ? sc2 + r * ostride : NULL, a.k))
+                          sc2 ? sc2 + r * ostride : NULL, a.k)) {
+                fprintf(stderr, "row %lld:\n", (long long)r);
+                if (!out_scores && n_out >= 0) { /* rerun both with scores, for the report */
+                    ltk_knn_args c = a;
+                    float *s1 = alloc_out(n_out, 4), *s2 = alloc_out(n_out, 4);
+                    int64_t *i1 = alloc_out(n_out, 8), *i2 = alloc_out(n_out, 8);
+                    ltk_exec e1 = e2;
+                    e1.algo = x.exec.algo;
+                    c.out_idx = i1, c.out_scores = s1;
+                    ltk_knn_topk(&c, &e1);
+                    c.out_idx = i2, c.out_scores = s2;
+                    ltk_knn_topk(&c, &e2);
+                    for (int32_t j = 0; j < a.k; j++)
+                        fprintf(stderr, "  with scores %3d: %5lld %-14.9g | %5lld %-14.9g\n", j,
+                                (long long)i1[r * ostride + j], (double)s1[r * ostride + j],
+                                (long long)i2[r * ostride + j], (double)s2[r * ostride + j]);
+                    free(s1), free(s2), free(i1), free(i2);
+                }
+                for (int32_t j = 0; j < a.k; j++)
+                    fprintf(stderr, "  %3d: %5lld %-12.7g | %5lld %-12.7g\n", j, (long long)out_idx[r * ostride + j],
+                            out_scores ? (double)out_scores[r * ostride + j] : 0.0, (long long)idx2[r * ostride + j],
+                            sc2 ? (double)sc2[r * ostride + j] : 0.0);
                 die(op, "fused != materialize");
+            }
         }
         free(idx2), free(sc2);
     }
@@ -525,6 +574,17 @@ static void fuzz_indexer(fz *f) {
     size_t need = 0;
     ltk_status wst = ltk_indexer_workspace_size(&a, &x.exec, &need);
     void *ws = fz_exec_workspace(&x, wst, need);
+    {
+        char ex[160];
+        describe_exec(ex, sizeof ex, &x.exec);
+        snprintf(call_desc, sizeof call_desc,
+                 "indexer T=%lld S=%lld H=%d D=%d k=%d dtype=%d strides q=%lld kv=%lld w=%lld out=%lld flags=0x%x "
+                 "ranges=%s kv_scale=%s out_scores=%p state=%s%s",
+                 (long long)a.T, (long long)a.S, a.H, a.D, a.k, (int)a.dtype, (long long)a.q_stride_t,
+                 (long long)a.kv_stride_s, (long long)a.w_stride_t, (long long)a.out_stride, a.flags,
+                 ks ? (ke ? "yes" : "ks only") : "no", kv_scale ? "yes" : "no", (void *)out_scores,
+                 state ? "yes" : "no", ex);
+    }
     ltk_status st = ltk_indexer_topk(&a, &x.exec);
     outcome[2][st != LTK_OK]++;
     if (st != LTK_OK && !ltk_last_error()[0]) die(op, "error without a message");
@@ -582,6 +642,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t op = fz_u8(&f), mode = fz_u8(&f);
     /* Half the inputs all-valid, most others with one invalid choice, a few with anything goes. */
     f.evil = mode < 128 ? 0 : mode < 232 ? 1 + mode % 24 : -1;
+    static int only = -2; /* LTK_FUZZ_OP=select|knn|indexer restricts the target to one operation */
+    if (only == -2) {
+        const char *o = getenv("LTK_FUZZ_OP");
+        only = !o ? -1 : !strcmp(o, "select") ? 0 : !strcmp(o, "knn") ? 1 : !strcmp(o, "indexer") ? 2 : -1;
+    }
+    if (only >= 0) op = (uint8_t)only;
     switch (op % 3) {
     case 0: fuzz_select(&f); break;
     case 1: fuzz_knn(&f); break;

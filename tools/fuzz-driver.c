@@ -1,5 +1,6 @@
 /* Plain driver for the fuzz targets when libFuzzer is not available (gcc builds, ctest):
- *   fuzz-xxx [--random N] [--seed S] [FILE|DIR]...
+ *   fuzz-xxx [--random N] [--seed S] [--keep FILE] [FILE|DIR]...
+ * --keep writes each input to FILE before running it, so the one that crashed can be replayed.
  * replays every file (directories: every regular file inside), then N pseudo-random inputs: half of
  * them mutations of the replayed files (bytes flipped, truncated, extended), half fresh bytes. */
 #include <dirent.h>
@@ -23,6 +24,19 @@ static void keep_seed(const uint8_t *data, size_t n) {
     if (!seeds[nseeds]) return;
     memcpy(seeds[nseeds], data, n);
     seed_sizes[nseeds++] = n;
+}
+
+static const char *keep_path;
+
+static void run_one(const uint8_t *data, size_t n) {
+    if (keep_path) {
+        FILE *f = fopen(keep_path, "wb");
+        if (f) {
+            if (n) fwrite(data, 1, n, f);
+            fclose(f);
+        }
+    }
+    LLVMFuzzerTestOneInput(data, n);
 }
 
 static unsigned long long next_rand(unsigned long long *s) {
@@ -53,7 +67,7 @@ static int replay_file(const char *path) {
     uint8_t *exact = malloc(n ? n : 1);
     memcpy(exact, buf, n);
     free(buf);
-    LLVMFuzzerTestOneInput(exact, n);
+    run_one(exact, n);
     keep_seed(exact, n);
     free(exact);
     return 0;
@@ -66,6 +80,10 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--random") && i + 1 < argc) {
             random_n = atoll(argv[++i]);
+            continue;
+        }
+        if (!strcmp(argv[i], "--keep") && i + 1 < argc) {
+            keep_path = argv[++i];
             continue;
         }
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
@@ -108,7 +126,7 @@ int main(int argc, char **argv) {
             buf = malloc(n ? n : 1);
             for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)(next_rand(&seed) >> 24);
         }
-        LLVMFuzzerTestOneInput(buf, n);
+        run_one(buf, n);
         free(buf);
     }
     for (size_t i = 0; i < nseeds; i++) free(seeds[i]);

@@ -69,26 +69,21 @@ static inline float num_e4m3_to_f32(uint8_t v) {
 }
 
 /* Saturating conversion (values beyond 448 clamp to 448, as the quantisers in the DSA pipelines
- * clamp before the cast). Positive codes 0..126 are increasing in value, so a binary search over
- * them finds the two neighbours; ties go to the even code (= even mantissa). */
+ * clamp before the cast), round to nearest even. Scaling by powers of two is exact, so rintf
+ * rounds the real 3-bit mantissa; a mantissa that rounds up to 8 carries into the exponent. */
 static inline uint8_t num_f32_to_e4m3(float x) {
     if (isnan(x)) return 0x7f;
     uint8_t sign = signbit(x) ? 0x80 : 0x00;
     float a = fabsf(x);
     if (a >= 448.0f) return (uint8_t)(sign | 0x7e);
-    int lo = 0, hi = 126; /* invariant: value(lo) <= a < value(hi) once narrowed */
-    if (a <= 0.0f) return sign;
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (num_e4m3_to_f32((uint8_t)mid) <= a) lo = mid;
-        else hi = mid;
-    }
-    float vlo = num_e4m3_to_f32((uint8_t)lo), vhi = num_e4m3_to_f32((uint8_t)hi);
-    int code;
-    if (a - vlo < vhi - a) code = lo;
-    else if (a - vlo > vhi - a) code = hi;
-    else code = (lo & 1) ? hi : lo;
-    return (uint8_t)(sign | code);
+    if (a < 0.015625f) /* below 2^-6: subnormal steps of 2^-9 (8 rounds up to the smallest normal) */
+        return (uint8_t)(sign | (uint8_t)rintf(a * 512.0f));
+    int e;
+    frexpf(a, &e); /* a = f * 2^e, f in [0.5, 1): the exponent of 1.m is e - 1 */
+    int m = (int)rintf((ldexpf(a, 1 - e) - 1.0f) * 8.0f);
+    int biased = e + 6;
+    if (m == 8) m = 0, biased++;
+    return (uint8_t)(sign | (uint8_t)(biased << 3 | m));
 }
 
 /* ---- ORDER of litetopk.h as an unsigned key: larger key = better; NaN -> 0; -0 == +0 ------- */

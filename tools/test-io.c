@@ -253,6 +253,20 @@ static void test_stream(void) {
 }
 
 /* ---- conversions -------------------------------------------------------------------------- */
+/* Reference e4m3 encoder: nearest of the 127 positive codes by search, ties to the even code. */
+static uint8_t e4m3_by_search(float x) {
+    if (isnan(x)) return 0x7f;
+    uint8_t sign = signbit(x) ? 0x80 : 0x00;
+    float a = fabsf(x);
+    if (a >= 448.0f) return (uint8_t)(sign | 0x7e);
+    int best = 0;
+    for (int c = 1; c <= 126; c++) {
+        float dc = fabsf(num_e4m3_to_f32((uint8_t)c) - a), db = fabsf(num_e4m3_to_f32((uint8_t)best) - a);
+        if (dc < db || (dc == db && (c & 1) == 0)) best = c;
+    }
+    return (uint8_t)(sign | best);
+}
+
 static void test_conversions(void) {
     int bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {
@@ -268,6 +282,19 @@ static void test_conversions(void) {
         if (isnan(f) ? !isnan(num_e4m3_to_f32(back)) : (back != v && !(f == 0.0f && (back & 0x7f) == 0))) bad++;
     }
     CHECK(bad == 0, "%d e4m3 values do not round-trip", bad);
+    bad = 0;
+    /* Every code, the midpoints between neighbours (the ties) and their float neighbours, plus a
+     * sweep of float bit patterns: the encoder agrees with the search. */
+    for (uint32_t c = 0; c < 126; c++) {
+        float lo = num_e4m3_to_f32((uint8_t)c), hi = num_e4m3_to_f32((uint8_t)(c + 1)), mid = 0.5f * (lo + hi);
+        float probe[5] = {lo, mid, nextafterf(mid, 0.0f), nextafterf(mid, 1e9f), -mid};
+        for (int i = 0; i < 5; i++) bad += num_f32_to_e4m3(probe[i]) != e4m3_by_search(probe[i]);
+    }
+    for (uint64_t u = 0; u < 0x100000000ull; u += 7919) {
+        float f = num_bits_f32((uint32_t)u);
+        if (num_f32_to_e4m3(f) != e4m3_by_search(f)) bad++;
+    }
+    CHECK(bad == 0, "%d floats encode to e4m3 differently from the nearest-even search", bad);
     CHECK(num_f32_to_e4m3(448.0f) == 0x7e && num_f32_to_e4m3(1e9f) == 0x7e && num_f32_to_e4m3(-500.0f) == 0xfe,
           "e4m3 saturation");
     CHECK(num_f32_to_e4m3(0.5f) == 0x30 && num_f32_to_e4m3(1.0625f) == 0x38 && num_f32_to_e4m3(1.1875f) == 0x3a,
