@@ -1,14 +1,34 @@
 # CUDA backend: sm_90a gets the wgmma/TMA kernels, sm_80 the portable path. Static cudart so the
-# shared library runs on a machine with only the driver.
+# shared library runs on a machine with only the driver; libcuda is never linked (the tensor-map
+# encoder is reached through cudaGetDriverEntryPoint), so the library also loads without a driver.
 find_package(CUDAToolkit REQUIRED)
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
   set(CMAKE_CUDA_ARCHITECTURES "80-real;90a-real")
 endif()
 set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 file(GLOB LTK_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/*.cu)
-add_library(ltk_cuda_objects STATIC ${LTK_CUDA_SOURCES})
+# An OBJECT library: every object is linked (an archive would let the weak stubs of cuda.cu win
+# over the real select/kNN definitions when their member is never pulled in).
+add_library(ltk_cuda_objects OBJECT ${LTK_CUDA_SOURCES})
 target_include_directories(ltk_cuda_objects PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/include ${CMAKE_CURRENT_SOURCE_DIR}/src)
-target_compile_options(ltk_cuda_objects PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr -Xptxas=-v>)
+target_compile_options(ltk_cuda_objects PRIVATE
+  $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr -Xcompiler=-fvisibility=hidden -Xcompiler=-Wall>
+  $<$<BOOL:${LTK_CUDA_PTXAS_VERBOSE}>:$<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>>)
 set_target_properties(ltk_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_SEPARABLE_COMPILATION OFF)
 target_compile_definitions(ltk_cuda_objects PRIVATE LTK_WITH_CUDA=1)
-target_link_libraries(ltk_cuda_objects PUBLIC CUDA::cudart_static)  # libcuda is reached through cudart at run time, never linked: the library must load on CPU-only machines
+# cuda.cu carries stubs for the select / kNN entry points only while their sources are absent
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/select.cu)
+  target_compile_definitions(ltk_cuda_objects PRIVATE LTK_HAVE_CUDA_SELECT=1)
+endif()
+file(GLOB LTK_CUDA_KNN_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/knn*.cu)
+if(LTK_CUDA_KNN_SOURCES)
+  target_compile_definitions(ltk_cuda_objects PRIVATE LTK_HAVE_CUDA_KNN=1)
+endif()
+target_link_libraries(ltk_cuda_objects PUBLIC CUDA::cudart_static)
+
+# GPU tests and benchmarks (they skip when no device is present).
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda/CMakeLists.txt)
+  enable_testing()
+  add_subdirectory(${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda ${CMAKE_CURRENT_BINARY_DIR}/tests-cuda)
+endif()

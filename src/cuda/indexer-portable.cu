@@ -1,0 +1,156 @@
+/* Portable scoring kernel of the indexer (sm_80 and later; every dtype, H, D): CUDA cores, fp32
+ * arithmetic on exactly decoded inputs, one CTA per query row. Same modes and per-row state as the
+ * sm_90a kernel (fused gate + candidates + histogram + refresh, score-only, materialize), and one
+ * fixed accumulation order, so its fused and materialize paths see the same scores bit for bit.
+ * Slow next to the tensor-core path; it exists so the library is exact on any recent GPU. */
+#include "indexer.cuh"
+#include "ptx.cuh"
+
+#define PT_THREADS 256
+#define PT_KEYS 32 /* keys per tile: one per lane */
+
+/* Threshold refresh by one warp (same rule as the sm_90a refresh warp). */
+static __device__ int32_t pt_refresh_th(const int32_t *hist, int32_t k, int lane) {
+    const int32_t *h = hist + lane * (LTK_NB / 32);
+    int32_t v[LTK_NB / 32], s = 0;
+    for (int i = 0; i < LTK_NB / 32; i++) {
+        v[i] = h[i];
+        s += v[i];
+    }
+    int32_t suf = s;
+    for (int o = 1; o < 32; o <<= 1) {
+        int32_t y = __shfl_down_sync(0xffffffffu, suf, o);
+        if (lane + o < 32) suf += y;
+    }
+    uint32_t m = __ballot_sync(0xffffffffu, suf >= k);
+    if (!m) return 0;
+    int L = 31 - __clz((int)m);
+    int32_t th = 0;
+    if (lane == L) {
+        int32_t acc = suf - s;
+        for (int i = LTK_NB / 32 - 1; i >= 0; i--) {
+            acc += v[i];
+            if (acc >= k) {
+                th = lane * (LTK_NB / 32) + i;
+                break;
+            }
+        }
+    }
+    return __shfl_sync(0xffffffffu, th, L);
+}
+
+__global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk_scan_params p) {
+    extern __shared__ float pt_smem[];
+    const int D = p.D, H = p.H, DP = p.D + 1; /* padded key rows: lanes read different banks */
+    float *ktile = pt_smem;                   /* [PT_KEYS][DP] */
+    float *red = ktile + PT_KEYS * DP;        /* [8][PT_KEYS] per-warp partial sums */
+    int32_t *hist = (int32_t *)(red + 8 * PT_KEYS);
+    __shared__ float edge_s;
+    __shared__ int32_t th_s;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+    int64_t nrows = p.nrows;
+    if (p.row_list) {
+        int64_t c = (int64_t)*p.row_count - p.list_off;
+        nrows = c < 0 ? 0 : (c > p.nrows ? p.nrows : c);
+    }
+    for (int64_t lr = blockIdx.x; lr < nrows; lr += gridDim.x) {
+        const int64_t t = p.row_list ? (int64_t)p.row_list[p.list_off + lr] : p.row0 + lr;
+        int64_t lo, hi;
+        ltk_row_range(p.ks, p.ke, t, p.S, &lo, &hi);
+        if (p.skip_short && hi - lo <= p.k) continue;
+        lo = lo > p.col_lo ? lo : p.col_lo;
+        hi = hi < p.col_hi ? hi : p.col_hi;
+        if (lo >= hi) continue;
+        const bool fused = p.mode == LTK_SCAN_FUSED;
+        float smin = 0.0f, delta = 0.0f;
+        if (threadIdx.x == 0) {
+            th_s = 0;
+            edge_s = __int_as_float(0x7f800000); /* score-only: nothing passes */
+            if (fused) {
+                th_s = p.th[lr];
+                edge_s = ltk_edge(th_s, p.smin[lr], p.delta[lr]);
+            }
+        }
+        if (fused) {
+            smin = p.smin[lr];
+            delta = p.delta[lr];
+        }
+        for (int i = threadIdx.x; i < LTK_NB; i += PT_THREADS) hist[i] = 0;
+        __syncthreads();
+        const int64_t qrow = t * p.q_stride;
+        int tiles = 0;
+        for (int64_t k0 = lo; k0 < hi; k0 += PT_KEYS, tiles++) {
+            /* key tile, decoded once */
+            for (int i = threadIdx.x; i < PT_KEYS * D; i += PT_THREADS) {
+                int kk = i / D, d = i % D;
+                int64_t key = k0 + kk;
+                ktile[kk * DP + d] = key < hi ? ltk_load_elem(p.kv, p.dtype, key * p.kv_stride + d) : 0.0f;
+            }
+            __syncthreads();
+            /* warp w takes heads w, w+8, ...; lane = key */
+            float part = 0.0f;
+            for (int h = warp; h < H; h += 8) {
+                float dot = 0.0f;
+                const float *kr = ktile + lane * DP;
+                for (int d = 0; d < D; d++)
+                    dot = __fmaf_rn(ltk_load_elem(p.q, p.dtype, qrow + (int64_t)h * D + d), kr[d], dot);
+                part = __fmaf_rn(p.weights[t * p.w_stride + h], ltk_relu_nan(dot), part);
+            }
+            red[warp * PT_KEYS + lane] = part;
+            __syncthreads();
+            if (warp == 0) {
+                const int64_t key = k0 + lane;
+                float s = red[lane];
+                for (int w = 1; w < 8; w++) s = __fadd_rn(s, red[w * PT_KEYS + lane]);
+                if (key < hi) s = __fmul_rn(s, p.kv_scale ? p.kv_scale[key] : 1.0f);
+                const bool in = key < hi;
+                if (p.mode == LTK_SCAN_MATERIALIZE) {
+                    if (in) p.logits[lr * p.ld + (key - p.col_lo)] = s;
+                } else {
+                    const bool pass = in && s >= *(volatile float *)&edge_s;
+                    const uint32_t m = __ballot_sync(0xffffffffu, pass);
+                    if (m) {
+                        int32_t base = 0;
+                        if (lane == 0) base = atomicAdd(p.cand_cnt + lr, __popc(m));
+                        base = __shfl_sync(0xffffffffu, base, 0);
+                        if (pass) {
+                            int64_t pos = (int64_t)base + __popc(m & ((1u << lane) - 1u));
+                            if (pos < p.cap) {
+                                ltk_cand e;
+                                e.score = s;
+                                e.idx = (int32_t)key;
+                                p.cand[lr * p.cap + pos] = e;
+                            }
+                            atomicAdd(hist + ltk_bin(s, smin, delta), 1);
+                        }
+                    }
+                    if (fused && (tiles & 7) == 7) {
+                        __syncwarp();
+                        int32_t th = pt_refresh_th(hist, p.k, lane);
+                        if (lane == 0 && th > th_s) {
+                            th_s = th;
+                            edge_s = ltk_edge(th, smin, delta);
+                        }
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+
+extern "C" ltk_status ltk_portable_scan(const ltk_scan_params *p, int nsm, cudaStream_t st) {
+    size_t smem = sizeof(float) * ((size_t)PT_KEYS * (p->D + 1) + 8 * PT_KEYS) + sizeof(int32_t) * LTK_NB;
+    static int attr_set = 0;
+    if (!attr_set) {
+        LTK_CUDA_TRY(cudaFuncSetAttribute(ltk_portable_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)(sizeof(float) * (PT_KEYS * 257 + 8 * PT_KEYS) + 4 * LTK_NB)));
+        attr_set = 1;
+    }
+    if (p->nrows <= 0) return LTK_OK;
+    int64_t grid = p->nrows < (int64_t)nsm * 8 ? p->nrows : (int64_t)nsm * 8;
+    ltk_portable_scan_kernel<<<(unsigned)grid, PT_THREADS, smem, st>>>(*p);
+    LTK_CUDA_LAUNCHED("portable scan");
+    return LTK_OK;
+}

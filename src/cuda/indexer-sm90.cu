@@ -1,0 +1,581 @@
+/* sm_90a scoring kernel of the indexer: FP8 e4m3 wgmma with fp32 accumulation, TMA loads into a
+ * multi-stage mbarrier pipeline, one producer warp group and four math warp groups, a persistent
+ * grid of one CTA per SM, and the LiteTopK epilogue (gate, per-warp staging lists, histogram,
+ * threshold refresh by an otherwise idle producer-group warp).
+ *
+ * Tiles. A CTA's work unit is (q-block, key split): BQ = 128/H query rows, so the B operand is the
+ * BQ x H query-heads (N = 128) times D = 128; the A operand is a tile of 256 keys, 64 per math warp
+ * group (wgmma m64n128k32, four K steps). Units run split-major so that the CTAs resident at one
+ * time stream the same key tiles (L2 reuse across the 132 SMs).
+ *
+ * Epilogue per (key, query), all on CUDA cores while the next tile's wgmma runs in the other warp
+ * groups: relu(acc) * w summed over the thread's heads, a 4-lane reduce-scatter (each lane ends
+ * with whole (key, query) sums), * kv_scale. The same code produces the scores of every mode
+ * (fused, score-only, materialize, and the sample pass), so the scores are identical bits in all
+ * of them; the fused mode gates `score >= edge(th)` against the row's current threshold. */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include "indexer.cuh"
+#include "ptx.cuh"
+
+#define SM90_BKV 256
+#define SM90_NSTAGE 4
+#define SM90_MATH_WG 4
+#define SM90_THREADS (128 * (1 + SM90_MATH_WG))
+#define SM90_MATH_WARPS (4 * SM90_MATH_WG)
+#define SM90_WSTRIDE 36 /* floats per lane-quad weight row (padding: conflict-free 16-byte loads) */
+
+/* Per-row state of the current unit, in shared memory. */
+struct sm90_row {
+    float edge;   /* gate: score >= edge (refreshed by the refresh warp, plain store) */
+    int32_t th;   /* threshold bin behind edge */
+    float smin, delta;
+    int32_t lo, hi; /* scanned keys [lo, hi) (clamped range within the column window; empty = skip) */
+    int32_t lr;     /* local row, -1 if none */
+    int32_t valid;
+};
+
+template <int H> struct sm90_cfg {
+    enum {
+        BQ = 128 / H,
+        NE = 2 * BQ / 4,                   /* owned (key, query) sums per lane after the reduce-scatter */
+        LISTQ = H == 64 ? 64 : 32,         /* staging entries per (warp, query) */
+        JPQ = H / 8,                       /* accumulator column groups (of 8) per query */
+        KV_BYTES = SM90_NSTAGE * SM90_BKV * 128,
+        Q_BYTES = 2 * 128 * 128,
+        STAGE_BYTES = SM90_MATH_WARPS * BQ * LISTQ * 8,
+        HIST_BYTES = BQ * LTK_NB * 4,
+        W_BYTES = 4 * SM90_WSTRIDE * 4,
+        OFF_Q = KV_BYTES,
+        OFF_STAGE = OFF_Q + Q_BYTES,
+        OFF_HIST = OFF_STAGE + STAGE_BYTES,
+        OFF_W = OFF_HIST + HIST_BYTES,
+        OFF_ROW = OFF_W + W_BYTES,
+        OFF_MISC = OFF_ROW + 8 * (int)sizeof(sm90_row),
+        OFF_BAR = OFF_MISC + 16,
+        SMEM = OFF_BAR + 8 * (2 * SM90_NSTAGE + 4) + 1024 /* base alignment slack */
+    };
+};
+
+/* The device code below exists only in the sm_90a pass (other passes compile an empty kernel). */
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* Row bookkeeping shared by all roles (each computes it from global memory, identically). */
+static __device__ __forceinline__ int64_t sm90_nrows(const ltk_scan_params &p) {
+    if (!p.row_list) return p.nrows;
+    int64_t c = (int64_t)*(volatile const int32_t *)p.row_count - p.list_off;
+    return c < 0 ? 0 : (c > p.nrows ? p.nrows : c);
+}
+static __device__ __forceinline__ int64_t sm90_abs_row(const ltk_scan_params &p, int64_t lr) {
+    return p.row_list ? (int64_t)p.row_list[p.list_off + lr] : p.row0 + lr;
+}
+/* Scanned range of local row lr (empty when the row is absent or answered without a scan). */
+static __device__ __forceinline__ void sm90_scan_range(const ltk_scan_params &p, int64_t lr, int64_t nrows,
+                                                       int32_t *lo, int32_t *hi) {
+    *lo = 0;
+    *hi = 0;
+    if (lr >= nrows) return;
+    int64_t t = sm90_abs_row(p, lr), a, b;
+    ltk_row_range(p.ks, p.ke, t, p.S, &a, &b);
+    if (p.skip_short && b - a <= p.k) return;
+    a = a > p.col_lo ? a : p.col_lo;
+    b = b < p.col_hi ? b : p.col_hi;
+    if (a < b) {
+        *lo = (int32_t)a;
+        *hi = (int32_t)b;
+    }
+}
+/* Smallest tile >= t (and < t1) that some row of the unit can see; t1 if none. */
+template <int BQ>
+static __device__ __forceinline__ int32_t sm90_next_tile(int32_t t, int32_t t1, const int32_t *lo, const int32_t *hi) {
+    int32_t best = t1;
+#pragma unroll
+    for (int q = 0; q < BQ; q++) {
+        if (lo[q] < hi[q]) {
+            int32_t a = lo[q] / SM90_BKV, b = (hi[q] - 1) / SM90_BKV;
+            int32_t c = t > a ? t : a;
+            if (c <= b && c < best) best = c;
+        }
+    }
+    return best;
+}
+/* Tile range [t0, t1) of split s of the unit's rows. */
+template <int BQ>
+static __device__ __forceinline__ void sm90_split_tiles(const int32_t *lo, const int32_t *hi, int s, int nsplit,
+                                                        int32_t *t0, int32_t *t1) {
+    int32_t a = 0x7fffffff, b = 0;
+#pragma unroll
+    for (int q = 0; q < BQ; q++) {
+        if (lo[q] < hi[q]) {
+            int32_t x = lo[q] / SM90_BKV, y = (hi[q] - 1) / SM90_BKV + 1;
+            a = x < a ? x : a;
+            b = y > b ? y : b;
+        }
+    }
+    if (a >= b) {
+        *t0 = *t1 = 0;
+        return;
+    }
+    int32_t per = (b - a + nsplit - 1) / nsplit;
+    int32_t x = a + s * per, y = x + per;
+    *t0 = x < b ? x : b;
+    *t1 = y < b ? y : b;
+}
+
+/* Threshold refresh of one row by one warp: th = max{b : sum_{j>=b} hist[j] >= k} (0 if none). */
+static __device__ __forceinline__ int32_t sm90_refresh_th(int32_t *hist, int32_t k, int lane) {
+    int32_t *h = hist + lane * (LTK_NB / 32);
+    int32_t v[LTK_NB / 32], s = 0;
+#pragma unroll
+    for (int i = 0; i < LTK_NB / 32; i++) {
+        v[i] = atomicOr(h + i, 0); /* read concurrently with the math warps' increments */
+        s += v[i];
+    }
+    int32_t suf = s; /* inclusive suffix over lanes >= lane */
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        int32_t y = __shfl_down_sync(0xffffffffu, suf, o);
+        if (lane + o < 32) suf += y;
+    }
+    uint32_t m = __ballot_sync(0xffffffffu, suf >= k);
+    if (!m) return 0;
+    int L = 31 - __clz((int)m);
+    int32_t th = 0;
+    if (lane == L) {
+        int32_t acc = suf - s;
+#pragma unroll
+        for (int i = LTK_NB / 32 - 1; i >= 0; i--) {
+            acc += v[i];
+            if (acc >= k) {
+                th = lane * (LTK_NB / 32) + i;
+                break;
+            }
+        }
+    }
+    return __shfl_sync(0xffffffffu, th, L);
+}
+
+#endif
+
+template <int H>
+__global__ void __launch_bounds__(SM90_THREADS, 1)
+    ltk_sm90_scan_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kv,
+                         const ltk_scan_params p) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef sm90_cfg<H> cfg;
+    const int BQ = cfg::BQ, NE = cfg::NE, LISTQ = cfg::LISTQ;
+    extern __shared__ __align__(1024) uint8_t smem_raw[];
+    uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    uint8_t *kv_s = smem;
+    uint8_t *q_s = smem + cfg::OFF_Q;
+    ltk_cand *stage_s = (ltk_cand *)(smem + cfg::OFF_STAGE);
+    int32_t *hist_s = (int32_t *)(smem + cfg::OFF_HIST);
+    float *w_s = (float *)(smem + cfg::OFF_W);
+    sm90_row *row_s = (sm90_row *)(smem + cfg::OFF_ROW);
+    int32_t *done_s = (int32_t *)(smem + cfg::OFF_MISC);
+    uint64_t *full_b = (uint64_t *)(smem + cfg::OFF_BAR);
+    uint64_t *empty_b = full_b + SM90_NSTAGE;
+    uint64_t *qfull_b = empty_b + SM90_NSTAGE;
+    uint64_t *qempty_b = qfull_b + 2;
+
+    const int64_t nrows = sm90_nrows(p);
+    const int64_t nqb = (nrows + BQ - 1) / BQ;
+    const int64_t nunits = nqb * p.nsplit;
+    if (nunits == 0) return; /* uniform: no barrier has been touched */
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < SM90_NSTAGE; s++) {
+            ltk_mbar_init(&full_b[s], 1);
+            ltk_mbar_init(&empty_b[s], SM90_MATH_WARPS);
+        }
+        for (int s = 0; s < 2; s++) {
+            ltk_mbar_init(&qfull_b[s], 1);
+            ltk_mbar_init(&qempty_b[s], SM90_MATH_WARPS);
+        }
+        ltk_fence_mbar_init();
+        ltk_tma_prefetch_desc(&tm_q);
+        ltk_tma_prefetch_desc(&tm_kv);
+    }
+    __syncthreads();
+
+    const bool fused = p.mode == LTK_SCAN_FUSED;
+    if (warp < 4) {
+        /* ---------------- producer warp group: TMA warp, refresh warp, two idle warps ------------ */
+        ltk_setmaxnreg_dec<32>();
+        if (warp == 0) {
+            if (lane != 0) return;
+            int stage = 0;
+            uint32_t phase = 0;
+            int64_t it = 0;
+            for (int64_t u = blockIdx.x; u < nunits; u += gridDim.x, it++) {
+                const int64_t qb = u % nqb;
+                const int s = (int)(u / nqb);
+                int32_t lo[BQ], hi[BQ];
+#pragma unroll
+                for (int q = 0; q < BQ; q++) sm90_scan_range(p, qb * BQ + q, nrows, &lo[q], &hi[q]);
+                const int qs = (int)(it & 1);
+                ltk_mbar_wait(&qempty_b[qs], (uint32_t)((it >> 1) & 1) ^ 1u);
+                ltk_mbar_arrive_expect_tx(&qfull_b[qs], BQ * H * 128);
+#pragma unroll
+                for (int q = 0; q < BQ; q++) {
+                    int64_t lr = qb * BQ + q;
+                    int64_t t = sm90_abs_row(p, lr < nrows ? lr : 0);
+                    ltk_tma_load_3d(q_s + qs * 16384 + q * H * 128, &tm_q, &qfull_b[qs], 0, 0, (int32_t)t);
+                }
+                int32_t t0, t1;
+                sm90_split_tiles<BQ>(lo, hi, s, p.nsplit, &t0, &t1);
+                for (int32_t t = sm90_next_tile<BQ>(t0, t1, lo, hi); t < t1; t = sm90_next_tile<BQ>(t + 1, t1, lo, hi)) {
+                    ltk_mbar_wait(&empty_b[stage], phase ^ 1u);
+                    ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128);
+                    ltk_tma_load_2d(kv_s + stage * (SM90_BKV * 128), &tm_kv, &full_b[stage], 0, t * SM90_BKV);
+                    if (++stage == SM90_NSTAGE) {
+                        stage = 0;
+                        phase ^= 1u;
+                    }
+                }
+            }
+        } else if (warp == 1) {
+            /* Refresh warp: recomputes each row's threshold bin from the unit's histogram (and the
+             * row's global bin, raised by other units of the row) and republishes the gate edge. */
+            for (int64_t u = blockIdx.x; u < nunits; u += gridDim.x) {
+                ltk_named_bar_sync(1, 512 + 32);
+                ltk_named_bar_sync(2, 512 + 32);
+                if (!fused) continue;
+                while (atomicOr(done_s, 0) < SM90_MATH_WARPS) {
+#pragma unroll 1
+                    for (int q = 0; q < BQ; q++) {
+                        volatile sm90_row *r = row_s + q;
+                        if (!r->valid) continue;
+                        int32_t th = sm90_refresh_th(hist_s + q * LTK_NB, p.k, lane);
+                        int32_t lr = r->lr;
+                        int32_t g = *(volatile int32_t *)(p.th + lr);
+                        int32_t cur = r->th;
+                        int32_t best = th > g ? th : g;
+                        if (best > cur) {
+                            if (lane == 0) {
+                                /* publish with a single store (atomic so that racecheck sees it) */
+                                atomicExch((int32_t *)&row_s[q].edge, __float_as_int(ltk_edge(best, r->smin, r->delta)));
+                                r->th = best;
+                                if (th > g) atomicMax(p.th + lr, th);
+                            }
+                        }
+                        __syncwarp();
+                    }
+                    __nanosleep(2000);
+                }
+            }
+        }
+        return;
+    }
+
+    /* ---------------- math warp groups ------------------------------------------------------- */
+    ltk_setmaxnreg_inc<120>();
+    const int wg = warp / 4 - 1;          /* 0..3 */
+    const int mt = threadIdx.x - 128;     /* 0..511 */
+    const int wq = warp - 4;              /* math warp 0..15 */
+    const int c = lane & 3;
+    const int mrow = (warp & 3) * 16 + (lane >> 2);
+    ltk_cand *my_stage = stage_s + wq * (BQ * LISTQ);
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+
+    int stage = 0;
+    uint32_t phase = 0;
+    int64_t it = 0;
+    for (int64_t u = blockIdx.x; u < nunits; u += gridDim.x, it++) {
+        const int64_t qb = u % nqb;
+        const int s = (int)(u / nqb);
+        ltk_named_bar_sync(1, 512 + 32); /* the previous unit is finished by everyone */
+        /* ---- unit setup: row state, weights (permuted for the accumulator layout), histogram ---- */
+        if (mt < BQ) {
+            sm90_row r;
+            int64_t lr = qb * BQ + mt;
+            int32_t lo, hi;
+            sm90_scan_range(p, lr, nrows, &lo, &hi);
+            r.lo = lo;
+            r.hi = hi;
+            r.valid = lo < hi;
+            r.lr = lr < nrows ? (int32_t)lr : -1;
+            r.th = 0;
+            r.smin = 0.0f;
+            r.delta = 0.0f;
+            r.edge = __int_as_float(0x7f800000); /* score-only: nothing passes */
+            if (fused && r.valid) {
+                r.smin = p.smin[lr];
+                r.delta = p.delta[lr];
+                r.th = p.th[lr];
+                r.edge = ltk_edge(r.th, r.smin, r.delta);
+            }
+            row_s[mt] = r;
+        }
+        for (int i = mt; i < BQ * LTK_NB; i += 512) hist_s[i] = 0;
+        if (mt < 4 * 32) {
+            int cq = mt >> 5, jj = mt & 31;
+            int col = (jj >> 1) * 8 + 2 * cq + (jj & 1);
+            int q = col / H, h = col % H;
+            int64_t lr = qb * BQ + q;
+            float w = 0.0f;
+            if (lr < nrows) w = p.weights[sm90_abs_row(p, lr) * p.w_stride + h];
+            w_s[cq * SM90_WSTRIDE + jj] = w;
+        }
+        if (mt == 0) *done_s = 0;
+        ltk_named_bar_sync(2, 512 + 32);
+
+        int32_t lo[BQ], hi[BQ];
+#pragma unroll
+        for (int q = 0; q < BQ; q++) {
+            lo[q] = row_s[q].lo;
+            hi[q] = row_s[q].hi;
+        }
+        int32_t t0, t1;
+        sm90_split_tiles<BQ>(lo, hi, s, p.nsplit, &t0, &t1);
+        /* owned (key-row, query) sums of this lane: f = c * NE + i, query f >> 1, row f & 1 */
+        int32_t my_lo[NE], my_hi[NE];
+#pragma unroll
+        for (int i = 0; i < NE; i++) {
+            int f = c * NE + i;
+            my_lo[i] = row_s[f >> 1].lo; /* lane-dependent index: read shared memory, not lo[] */
+            my_hi[i] = row_s[f >> 1].hi;
+        }
+        int32_t cnt[BQ];
+#pragma unroll
+        for (int q = 0; q < BQ; q++) cnt[q] = 0;
+
+        const int qs = (int)(it & 1);
+        ltk_mbar_wait(&qfull_b[qs], (uint32_t)((it >> 1) & 1));
+        const uint64_t desc_b = ltk_desc_sw128(q_s + qs * 16384);
+
+        for (int32_t t = sm90_next_tile<BQ>(t0, t1, lo, hi); t < t1; t = sm90_next_tile<BQ>(t + 1, t1, lo, hi)) {
+            const int32_t kbase = t * SM90_BKV + wg * 64 + mrow;
+            /* kv_scale of this lane's two key rows, loaded before the wait to hide the latency */
+            float scl[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                int32_t key = kbase + 8 * r;
+                scl[r] = 1.0f;
+                if (p.kv_scale) scl[r] = key < p.S ? __ldg(p.kv_scale + key) : 0.0f;
+            }
+            ltk_mbar_wait(&full_b[stage], phase);
+            const uint64_t desc_a = ltk_desc_sw128(kv_s + stage * (SM90_BKV * 128) + wg * (64 * 128));
+#pragma unroll
+            for (int i = 0; i < 64; i++) ltk_fence_operand(acc[i]);
+            ltk_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) ltk_wgmma_m64n128k32_e4m3(acc, desc_a + 2 * kk, desc_b + 2 * kk, kk);
+            ltk_wgmma_commit();
+            ltk_wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; i++) ltk_fence_operand(acc[i]);
+            if (lane == 0) ltk_mbar_arrive(&empty_b[stage]);
+            if (++stage == SM90_NSTAGE) {
+                stage = 0;
+                phase ^= 1u;
+            }
+
+            /* ---- epilogue: relu * w over this lane's heads, per (row, query) ---- */
+            float part[2 * BQ];
+#pragma unroll
+            for (int f = 0; f < 2 * BQ; f++) part[f] = 0.0f;
+#pragma unroll
+            for (int j2 = 0; j2 < 8; j2++) {
+                const float4 w4 = *(const float4 *)(w_s + c * SM90_WSTRIDE + 4 * j2);
+#pragma unroll
+                for (int h2 = 0; h2 < 2; h2++) {
+                    const int j = 2 * j2 + h2;
+                    const int q = j / cfg::JPQ;
+                    const float w0 = h2 ? w4.z : w4.x, w1 = h2 ? w4.w : w4.y;
+                    part[2 * q] = __fmaf_rn(w0, ltk_relu_nan(acc[4 * j + 0]), part[2 * q]);
+                    part[2 * q] = __fmaf_rn(w1, ltk_relu_nan(acc[4 * j + 1]), part[2 * q]);
+                    part[2 * q + 1] = __fmaf_rn(w0, ltk_relu_nan(acc[4 * j + 2]), part[2 * q + 1]);
+                    part[2 * q + 1] = __fmaf_rn(w1, ltk_relu_nan(acc[4 * j + 3]), part[2 * q + 1]);
+                }
+            }
+            /* reduce-scatter over the 4 lanes of a quad: lane c ends with sums f in [c*NE, c*NE+NE) */
+            float va[BQ];
+            {
+                const int bh = (c >> 1) & 1;
+#pragma unroll
+                for (int i = 0; i < BQ; i++) {
+                    float keep = bh ? part[BQ + i] : part[i];
+                    float send = bh ? part[i] : part[BQ + i];
+                    va[i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, 2));
+                }
+            }
+            float sc[NE];
+            {
+                const int bl = c & 1;
+#pragma unroll
+                for (int i = 0; i < NE; i++) {
+                    float keep = bl ? va[NE + i] : va[i];
+                    float send = bl ? va[i] : va[NE + i];
+                    sc[i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, 1));
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < NE; i++) {
+                const int f = c * NE + i;
+                sc[i] = __fmul_rn(sc[i], (f & 1) ? scl[1] : scl[0]);
+            }
+
+            if (p.mode == LTK_SCAN_MATERIALIZE) {
+#pragma unroll
+                for (int i = 0; i < NE; i++) {
+                    const int f = c * NE + i;
+                    const int32_t key = kbase + 8 * (f & 1);
+                    if ((uint32_t)(key - my_lo[i]) < (uint32_t)(my_hi[i] - my_lo[i])) {
+                        const int32_t lr = row_s[f >> 1].lr;
+                        p.logits[(int64_t)lr * p.ld + (key - p.col_lo)] = sc[i];
+                    }
+                }
+                continue;
+            }
+            /* ---- gate; passing entries go to this warp's staging list of their query ---- */
+            bool pass[NE];
+            bool any = false;
+#pragma unroll
+            for (int i = 0; i < NE; i++) {
+                const int f = c * NE + i;
+                const int32_t key = kbase + 8 * (f & 1);
+                const float edge = __int_as_float(atomicOr((int32_t *)&row_s[f >> 1].edge, 0));
+                pass[i] = sc[i] >= edge && (uint32_t)(key - my_lo[i]) < (uint32_t)(my_hi[i] - my_lo[i]);
+                any |= pass[i];
+            }
+            if (__any_sync(0xffffffffu, any)) {
+                const uint32_t lt = (1u << lane) - 1u;
+#pragma unroll
+                for (int i = 0; i < NE; i++) {
+                    const int f = c * NE + i;
+                    const int qf = f >> 1;
+#pragma unroll
+                    for (int q = 0; q < BQ; q++) {
+                        const bool mine = pass[i] && qf == q;
+                        const uint32_t m = __ballot_sync(0xffffffffu, mine);
+                        if (m == 0u) continue;
+                        if (mine) {
+                            const int pos = cnt[q] + __popc(m & lt);
+                            ltk_cand e;
+                            e.score = sc[i];
+                            e.idx = kbase + 8 * (f & 1);
+                            my_stage[q * LISTQ + pos] = e;
+                            /* fire-and-forget: only the refresh warp reads the histogram */
+                            atomicAdd(hist_s + q * LTK_NB + ltk_bin(sc[i], row_s[q].smin, row_s[q].delta), 1);
+                        }
+                        cnt[q] += __popc(m);
+                    }
+                }
+                __syncwarp();
+#pragma unroll
+                for (int q = 0; q < BQ; q++) {
+                    if (cnt[q] > LISTQ - 16) {
+                        const int32_t lr = row_s[q].lr;
+                        int32_t base = 0;
+                        if (lane == 0) base = atomicAdd(p.cand_cnt + lr, cnt[q]);
+                        base = __shfl_sync(0xffffffffu, base, 0);
+                        for (int i = lane; i < cnt[q]; i += 32) {
+                            int64_t pos = (int64_t)base + i;
+                            if (pos < p.cap) p.cand[(int64_t)lr * p.cap + pos] = my_stage[q * LISTQ + i];
+                        }
+                        cnt[q] = 0;
+                        __syncwarp();
+                    }
+                }
+            }
+        }
+        /* ---- end of unit: release the Q tile, flush what is staged, tell the refresh warp ---- */
+        if (lane == 0) ltk_mbar_arrive(&qempty_b[qs]);
+        if (p.mode != LTK_SCAN_MATERIALIZE) {
+#pragma unroll
+            for (int q = 0; q < BQ; q++) {
+                if (cnt[q] > 0) {
+                    const int32_t lr = row_s[q].lr;
+                    int32_t base = 0;
+                    if (lane == 0) base = atomicAdd(p.cand_cnt + lr, cnt[q]);
+                    base = __shfl_sync(0xffffffffu, base, 0);
+                    for (int i = lane; i < cnt[q]; i += 32) {
+                        int64_t pos = (int64_t)base + i;
+                        if (pos < p.cap) p.cand[(int64_t)lr * p.cap + pos] = my_stage[q * LISTQ + i];
+                    }
+                    __syncwarp();
+                }
+            }
+        }
+        if (lane == 0) atomicAdd(done_s, 1);
+    }
+#endif
+}
+
+/* ---- host side ---------------------------------------------------------------------------- */
+extern "C" int ltk_sm90_rows_per_block(int32_t H) { return 128 / H; }
+
+/* 1 if this build holds sm_90a code for the current device (the 80-only build has none). */
+static int sm90_image_ok(void) {
+    static int ok = -1;
+    if (ok < 0) {
+        cudaFuncAttributes fa;
+        cudaError_t e = cudaFuncGetAttributes(&fa, ltk_sm90_scan_kernel<64>);
+        if (e != cudaSuccess) (void)cudaGetLastError();
+        ok = e == cudaSuccess && fa.binaryVersion == 90;
+    }
+    return ok;
+}
+
+extern "C" int ltk_sm90_supported(const ltk_indexer_args *a, int cc_major, int cc_minor) {
+    if (cc_major != 9 || cc_minor != 0) return 0;
+    if (a->dtype != LTK_DTYPE_E4M3 || a->D != 128) return 0;
+    if (a->H != 16 && a->H != 32 && a->H != 64) return 0;
+    if (((uintptr_t)a->q & 15) || ((uintptr_t)a->kv & 15)) return 0;
+    if ((a->q_stride_t & 15) || (a->kv_stride_s & 15)) return 0;
+    if (ltk_cuda_tmap_encoder() == NULL) return 0;
+    return sm90_image_ok();
+}
+
+static ltk_status sm90_tmaps(const ltk_scan_params *p, CUtensorMap *tq, CUtensorMap *tkv) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)ltk_cuda_tmap_encoder();
+    if (!enc) return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled is not available from the driver");
+    cuuint64_t qdim[3] = {128, (cuuint64_t)p->H, (cuuint64_t)(p->T > 0 ? p->T : 1)};
+    cuuint64_t qstr[2] = {128, (cuuint64_t)p->q_stride};
+    cuuint32_t qbox[3] = {128, (cuuint32_t)p->H, 1};
+    cuuint32_t one[3] = {1, 1, 1};
+    CUresult r = enc(tq, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, (void *)p->q, qdim, qstr, qbox, one,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled(q) failed with CUresult %d", (int)r);
+    cuuint64_t kdim[2] = {128, (cuuint64_t)(p->S > 0 ? p->S : 1)};
+    cuuint64_t kstr[1] = {(cuuint64_t)p->kv_stride};
+    cuuint32_t kbox[2] = {128, SM90_BKV};
+    r = enc(tkv, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)p->kv, kdim, kstr, kbox, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled(kv) failed with CUresult %d", (int)r);
+    return LTK_OK;
+}
+
+template <int H> static ltk_status sm90_launch(const ltk_scan_params *p, int nsm, cudaStream_t st) {
+    typedef sm90_cfg<H> cfg;
+    static int attr_set = 0; /* per process; every device accepts the same limit */
+    if (!attr_set) {
+        LTK_CUDA_TRY(cudaFuncSetAttribute(ltk_sm90_scan_kernel<H>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)cfg::SMEM));
+        attr_set = 1;
+    }
+    CUtensorMap tq, tkv;
+    LTK_FORWARD_IF(sm90_tmaps(p, &tq, &tkv));
+    int64_t nqb = (p->nrows + cfg::BQ - 1) / cfg::BQ;
+    int64_t units = nqb * p->nsplit;
+    if (units <= 0) return LTK_OK;
+    int grid = (int)(units < nsm ? units : nsm);
+    ltk_sm90_scan_kernel<H><<<grid, SM90_THREADS, cfg::SMEM, st>>>(tq, tkv, *p);
+    LTK_CUDA_LAUNCHED("sm90 scan");
+    return LTK_OK;
+}
+
+extern "C" ltk_status ltk_sm90_scan(const ltk_scan_params *p, int nsm, cudaStream_t st) {
+    switch (p->H) {
+    case 16: return sm90_launch<16>(p, nsm, st);
+    case 32: return sm90_launch<32>(p, nsm, st);
+    case 64: return sm90_launch<64>(p, nsm, st);
+    }
+    return ltk_error(LTK_EINTERNAL, "sm90 scan: H=%d not instantiated", p->H);
+}

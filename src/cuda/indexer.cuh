@@ -1,0 +1,188 @@
+/* Internal interface of the CUDA indexer: the parameter block shared by the scoring kernels
+ * (indexer-sm90.cu, indexer-portable.cu), the per-row state they read and write, the small device
+ * helpers every indexer kernel must compute identically (bins, threshold edges, dtype decoding),
+ * and the host launchers each kernel file provides to the driver in cuda.cu.
+ *
+ * Row numbering: a launch covers `nrows` "local" rows. Local row r is absolute row row0 + r, or
+ * row_list[r] in list mode (exact fallback). Per-row state arrays are indexed by the local row. */
+#ifndef LTK_CUDA_INDEXER_CUH
+#define LTK_CUDA_INDEXER_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "../ltk-impl.h"
+
+#define LTK_NB 256 /* histogram bins per row */
+
+/* Scoring modes of the scan kernels. */
+enum {
+    LTK_SCAN_FUSED = 0,       /* gate + candidates + histogram + refresh */
+    LTK_SCAN_SCORE_ONLY = 1,  /* same epilogue, gate edge +inf: nothing written */
+    LTK_SCAN_MATERIALIZE = 2, /* every in-range score written to logits */
+};
+
+/* One candidate: the raw fp32 score and the absolute key index. */
+typedef struct ltk_cand {
+    float score;
+    int32_t idx;
+} ltk_cand;
+
+typedef struct ltk_scan_params {
+    int mode;
+    int64_t nrows;           /* local rows of this launch (upper bound in list mode) */
+    int64_t row0;            /* absolute row of local row 0 (no list) */
+    const int32_t *row_list; /* list mode: absolute rows, count in *row_count (clamped to nrows) */
+    const int32_t *row_count;
+    int64_t list_off;        /* list mode: first list entry of this launch */
+    int64_t T, S;            /* call shape (S of the key source) */
+    int32_t H, D, k;
+    int dtype;
+    /* inputs */
+    const void *q;
+    int64_t q_stride;
+    const void *kv;
+    int64_t kv_stride;
+    const float *kv_scale;   /* NULL = 1 */
+    const float *weights;
+    int64_t w_stride;
+    const int32_t *ks, *ke;  /* NULL = [0, S) */
+    int skip_short;          /* rows with ke-ks <= k are not scanned (answered by the short-row kernel) */
+    int64_t col_lo, col_hi;  /* only keys in [col_lo, col_hi) are scanned */
+    /* fused state (local rows) */
+    ltk_cand *cand;
+    int64_t cap;             /* candidate capacity per row */
+    int32_t *cand_cnt;       /* candidates offered per row (may exceed cap: overflow) */
+    int32_t *th;             /* threshold bin per row, raised with atomicMax */
+    const float *smin, *delta;
+    /* materialize output: logits[r * ld + (key - col_lo)] */
+    float *logits;
+    int64_t ld;
+    int nsplit;              /* key splits per q-block (persistent scheduling unit = q-block x split) */
+} ltk_scan_params;
+
+/* ---- device helpers shared by every indexer kernel ---------------------------------------- */
+#ifdef __CUDACC__
+/* Bin of a score: clamp(floor((x - smin) * delta), 0, NB-1); monotone non-decreasing in x
+ * (NaN maps to 0; callers never bin a NaN that matters). */
+static __device__ __forceinline__ int ltk_bin(float x, float smin, float delta) {
+    float v = floorf(__fmul_rn(__fsub_rn(x, smin), delta));
+    v = fminf(fmaxf(v, 0.0f), (float)(LTK_NB - 1));
+    return (int)v;
+}
+
+/* The smallest float e with ltk_bin(e) >= th (th >= 1), found by bisection over the rank-key order
+ * (bin is monotone in that order), so the gate `score >= e` is exactly `bin(score) >= th`.
+ * th <= 0 gives -inf (everything but NaN passes). */
+static __device__ __forceinline__ float ltk_edge(int th, float smin, float delta) {
+    if (th <= 0) return __int_as_float((int)0xff800000u);
+    uint32_t lo = 0x007fffffu, hi = 0xff800000u; /* rank keys of -inf and +inf */
+    if (ltk_bin(ltk_rank_key_to_f32(hi), smin, delta) < th) return __int_as_float(0x7f800000); /* only +inf */
+    while (lo < hi) {
+        uint32_t mid = lo + ((hi - lo) >> 1);
+        if (ltk_bin(ltk_rank_key_to_f32(mid), smin, delta) >= th) hi = mid;
+        else lo = mid + 1;
+    }
+    return ltk_rank_key_to_f32(lo);
+}
+
+/* Clamped visible range of row t (device ranges are not validated by the front end). */
+static __device__ __forceinline__ void ltk_row_range(const int32_t *ks, const int32_t *ke, int64_t t, int64_t S,
+                                                     int64_t *lo, int64_t *hi) {
+    int64_t a = ks ? (int64_t)ks[t] : 0, b = ke ? (int64_t)ke[t] : S;
+    a = a < 0 ? 0 : (a > S ? S : a);
+    b = b < a ? a : (b > S ? S : b);
+    *lo = a;
+    *hi = b;
+}
+
+/* Exact decoders (every e4m3 value is a float; NaN stays NaN). */
+static __device__ __forceinline__ float ltk_e4m3_f32(uint32_t v) {
+    uint32_t s = (v & 0x80u) << 24, e = (v >> 3) & 0xfu, m = v & 7u;
+    if (e == 0xfu && m == 7u) return __uint_as_float(s | 0x7fc00000u);
+    if (e == 0u) {
+        float mag = (float)m * 0.001953125f; /* m * 2^-9 */
+        return s ? -mag : mag;
+    }
+    return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
+}
+static __device__ __forceinline__ float ltk_load_elem(const void *p, int dtype, int64_t i) {
+    switch (dtype) {
+    case LTK_DTYPE_E4M3: return ltk_e4m3_f32(((const uint8_t *)p)[i]);
+    case LTK_DTYPE_BF16: return __uint_as_float((uint32_t)((const uint16_t *)p)[i] << 16);
+    default: return ((const float *)p)[i];
+    }
+}
+#endif
+
+/* ---- host launchers --------------------------------------------------------------------------- */
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* 1 if the sm_90a scan kernel can run these shapes on the current device. */
+int ltk_sm90_supported(const ltk_indexer_args *a, int cc_major, int cc_minor);
+int ltk_sm90_rows_per_block(int32_t H);
+/* Launches the sm_90a scan (grid = min(units, nsm) persistent CTAs). */
+ltk_status ltk_sm90_scan(const ltk_scan_params *p, int nsm, cudaStream_t st);
+ltk_status ltk_portable_scan(const ltk_scan_params *p, int nsm, cudaStream_t st);
+
+/* indexer-sample.cu */
+ltk_status ltk_idx_union(const int32_t *ks, const int32_t *ke, int64_t T, int64_t S, int32_t k, int skip_short,
+                         int64_t *lohi, cudaStream_t st);
+/* Builds the sample key list P[0..m_max) (absolute keys, -1 padding): the hot set (filtered to
+ * [lo, hi)), then a strided subset of [lo, hi - win) and the window [hi - win, hi). */
+ltk_status ltk_idx_sample_list(const int32_t *hot, int32_t hot_cap, int64_t m_hot, int64_t m_cold, int64_t win,
+                               const int64_t *lohi, int32_t *P, int64_t m_max, cudaStream_t st);
+/* Gathers the sample's key rows (and scales) into a dense key source; padding rows are zero. */
+ltk_status ltk_idx_gather(const ltk_indexer_args *a, const int32_t *P, int64_t m_pad, void *kvg, float *scaleg,
+                          cudaStream_t st);
+/* Per-row threshold setup from the sample scores sc[r * ld + j] (j < m_max). */
+ltk_status ltk_idx_prep(const ltk_indexer_args *a, int64_t row0, int64_t nrows, const float *sc, int64_t ld,
+                        const int32_t *P, int64_t m_max, int skip_short, float *smin, float *delta, int32_t *th,
+                        int32_t *cand_cnt, cudaStream_t st);
+
+/* indexer-select.cu */
+ltk_status ltk_idx_short_rows(const ltk_indexer_args *a, cudaStream_t st);
+/* Exact top-k of every row's candidates; rows that overflowed (or hold fewer candidates than they
+ * need) are appended to fb_list instead. Stats per absolute row in st_cand / st_bin (may be NULL). */
+ltk_status ltk_idx_select_cands(const ltk_indexer_args *a, int64_t row0, int64_t nrows, const ltk_cand *cand,
+                                int64_t cap, const int32_t *cand_cnt, const float *smin, const float *delta,
+                                int skip_short, int32_t *fb_list, int32_t *fb_count, int32_t *st_cand,
+                                int32_t *st_bin, cudaStream_t st);
+/* Exact top-k over materialized score windows. Local row r is absolute row (list ? list[off + r] :
+ * row0 + r); its scores for keys [col_lo, col_hi) are at logits[r * ld + key - col_lo]. With
+ * `run` (k entries per local row, counts in run_cnt), the previous windows' best are merged in;
+ * `final` writes the call's outputs, else the merged best go back to `run`. */
+ltk_status ltk_idx_select_dense(const ltk_indexer_args *a, int64_t row0, int64_t nrows, const int32_t *list,
+                                const int32_t *list_count, int64_t list_off, const float *logits, int64_t ld,
+                                int64_t col_lo, int64_t col_hi, ltk_cand *run, int32_t *run_cnt, int first,
+                                int final, int skip_short, cudaStream_t st);
+/* starts/ends[r] = clamped range of row row0 + r (for the select of select.cu). */
+ltk_status ltk_idx_clamp_ranges(const int32_t *ks, const int32_t *ke, int64_t row0, int64_t nrows, int64_t S,
+                                int32_t *starts, int32_t *ends, cudaStream_t st);
+/* Zeroes the row counters (and marks fallback rows in the stats). */
+ltk_status ltk_idx_mark_fallback(const int32_t *fb_list, const int32_t *fb_count, int64_t row0_abs_unused,
+                                 int32_t *st_fb, int64_t nmax, cudaStream_t st);
+
+/* indexer-vote.cu */
+ltk_status ltk_idx_vote_workspace(int64_t T, int32_t k, int64_t S, int32_t cap, size_t *bytes);
+ltk_status ltk_idx_vote(const ltk_indexer_args *a, ltk_indexer_state *state, void *ws, size_t ws_bytes,
+                        cudaStream_t st);
+
+/* cuda.cu */
+ltk_status ltk_cuda_check(cudaError_t e, const char *what);
+/* cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link). */
+void *ltk_cuda_tmap_encoder(void);
+#ifdef __cplusplus
+}
+#endif
+
+#define LTK_CUDA_TRY(expr)                                          \
+    do {                                                            \
+        cudaError_t ltk_e_ = (expr);                                \
+        if (ltk_e_ != cudaSuccess) return ltk_cuda_check(ltk_e_, #expr); \
+    } while (0)
+/* After a kernel launch: launch configuration errors are reported here. */
+#define LTK_CUDA_LAUNCHED(what) LTK_CUDA_TRY(cudaGetLastError())
+
+#endif
