@@ -225,7 +225,7 @@ T_UNUSED static void *t_guarded_alloc(size_t bytes, size_t misalign) {
     if (posix_memalign((void **)&base, 64, (total + 63) & ~(size_t)63) != 0) return NULL;
     uint8_t *data = base + T_HEAD + T_GUARD + misalign;
     size_t hdr[2] = {bytes, misalign};
-    memcpy(base, hdr, sizeof hdr);
+    memcpy(data - T_GUARD - sizeof hdr, hdr, sizeof hdr); /* just before the front guard */
     for (size_t i = 0; i < T_GUARD; i++) {
         data[-1 - (ptrdiff_t)i] = t_guard_byte(i);
         data[bytes + i] = t_guard_byte(i + 1000);
@@ -235,10 +235,10 @@ T_UNUSED static void *t_guarded_alloc(size_t bytes, size_t misalign) {
 static inline uint8_t *t_guarded_base(void *p, size_t *bytes, size_t *misalign) {
     uint8_t *data = p;
     size_t hdr[2];
-    memcpy(hdr, data - T_GUARD - T_HEAD, sizeof hdr);
+    memcpy(hdr, data - T_GUARD - sizeof hdr, sizeof hdr);
     *bytes = hdr[0];
     *misalign = hdr[1];
-    return data - T_GUARD - T_HEAD - hdr[1];
+    return data - T_GUARD - hdr[1] - T_HEAD;
 }
 /* 1 if both canary regions are intact. */
 T_UNUSED static int t_guarded_ok(const void *p) {
