@@ -165,8 +165,10 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef sm90_cfg<H> cfg;
     const int BQ = cfg::BQ, NE = cfg::NE, LISTQ = cfg::LISTQ;
-    extern __shared__ __align__(1024) uint8_t smem_raw[];
-    uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    /* No static shared memory in this kernel: the dynamic buffer starts at the (1024-aligned) base
+     * of the CTA's window, as the 128-byte swizzle of TMA and wgmma requires. Indexing the
+     * __shared__ array directly keeps shared-space addressing (LDS/STS, not generic loads). */
+    extern __shared__ __align__(1024) uint8_t smem[];
     uint8_t *kv_s = smem;
     uint8_t *q_s = smem + cfg::OFF_Q;
     ltk_cand *stage_s = (ltk_cand *)(smem + cfg::OFF_STAGE);
@@ -203,7 +205,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const bool fused = p.mode == LTK_SCAN_FUSED;
     if (warp < 4) {
         /* ---------------- producer warp group: TMA warp, refresh warp, two idle warps ------------ */
-        ltk_setmaxnreg_dec<32>();
+        ltk_setmaxnreg_dec<40>();
         if (warp == 0) {
             if (lane != 0) return;
             int stage = 0;
@@ -271,7 +273,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     }
 
     /* ---------------- math warp groups ------------------------------------------------------- */
-    ltk_setmaxnreg_inc<120>();
+    ltk_setmaxnreg_inc<112>();
     const int wg = warp / 4 - 1;          /* 0..3 */
     const int mt = threadIdx.x - 128;     /* 0..511 */
     const int wq = warp - 4;              /* math warp 0..15 */
