@@ -460,13 +460,23 @@ static const char *dt_name(ltk_dtype dt) {
 /* ================================================================================================
  * indexer
  * ============================================================================================== */
-enum { G_RANDOM, G_GRID, G_EQUAL, G_TIES, G_INC, G_DEC, G_NONFINITE, G_NANHEAVY, G_NANINPUT, G_DENORM };
+enum { G_RANDOM, G_GRID, G_EQUAL, G_TIES, G_INC, G_DEC, G_NONFINITE, G_NANHEAVY, G_NANINPUT, G_DENORM, G_EDGE };
 static const char *gen_name[] = {"random", "grid", "all-equal", "ties", "increasing", "decreasing",
-                                 "nan/inf", "nan-heavy", "nan-input", "denormal"};
+                                 "nan/inf", "nan-heavy", "nan-input", "denormal", "bin-edges"};
+
+/* Integers in [0, 256], exact in every dtype, 0 and 256 frequent: with a score range of 256 the
+ * edges of equal-width bins fall exactly on score values, and many entries tie on each of them. */
+static float edge_val(ltk_dtype dt) {
+    int64_t r = rng_below(10);
+    if (r == 0) return 0.0f;
+    if (r == 1) return 256.0f;
+    if (dt == LTK_DTYPE_E4M3) return r == 2 ? (float)rng_range(1, 8) : ldexpf((float)rng_range(8, 15), (int)rng_range(0, 4));
+    return (float)rng_range(0, 256);
+}
 enum { R_NONE, R_FULL, R_CAUSAL, R_SLIDING, R_MULTI, R_EMPTY, R_RANDOM };
 static const char *range_name[] = {"none", "full", "causal", "sliding", "multi-request", "some-empty", "random"};
-enum { ST_NONE, ST_COLD, ST_WORST, ST_JUNK, ST_CARRY };
-static const char *state_name[] = {"none", "cold", "worst-keys", "junk", "carried"};
+enum { ST_NONE, ST_COLD, ST_WORST, ST_JUNK, ST_CARRY, ST_BEST };
+static const char *state_name[] = {"none", "cold", "worst-keys", "junk", "carried", "best-keys"};
 
 typedef struct {
     int64_t T, S;
@@ -578,6 +588,7 @@ static int iprob_make(iprob *p, const icase *c) {
             if (g == G_RANDOM) put_rand(p->q, c->dt, at);
             else if (g == G_DENORM) put_val(p->q, c->dt, at, (float)rng_range(-3, 3));
             else if (g == G_INC || g == G_DEC) put_val(p->q, c->dt, at, (float)rng_range(1, 4) * 0.25f);
+            else if (g == G_EDGE) put_val(p->q, c->dt, at, i == 0 ? 1.0f : 0.0f); /* score = relu(kv[s][0]) */
             else put_val(p->q, c->dt, at, grid_val());
         }
     for (int64_t t = 0; t < T; t++)
@@ -586,6 +597,7 @@ static int iprob_make(iprob *p, const icase *c) {
             if (g == G_INC || g == G_DEC || g == G_DENORM) w = fabsf(w) * (rng_below(2) ? 1.0f : 0.5f);
             if (g == G_DENORM && rng_below(2)) w = -w;
             if (g == G_TIES && t == 0 && T > 1) w = 0.0f; /* row 0: every score 0 */
+            if (g == G_EDGE) w = h == 0 ? 1.0f : 0.0f;
             p->w[t * p->ws + h] = w;
         }
     if (g == G_NANINPUT && T > 1) put_val(p->q, c->dt, (T - 1) * p->qs, NAN); /* last row: all NaN */
@@ -605,6 +617,7 @@ static int iprob_make(iprob *p, const icase *c) {
             if (g == G_RANDOM) put_rand(p->kv, c->dt, at + d);
             else if (g == G_DENORM) put_val(p->kv, c->dt, at + d, ldexpf((float)rng_range(-7, 7), -140));
             else if (g == G_INC || g == G_DEC) put_val(p->kv, c->dt, at + d, (float)rng_range(1, 4) * 0.25f);
+            else if (g == G_EDGE) put_val(p->kv, c->dt, at + d, d == 0 ? edge_val(c->dt) : grid_val());
             else put_val(p->kv, c->dt, at + d, grid_val());
             if (g == G_NANINPUT && rng_below(33) == 0) put_val(p->kv, c->dt, at + d, NAN);
             if (g == G_NANINPUT && c->dt != LTK_DTYPE_E4M3 && rng_below(50) == 0)
@@ -624,6 +637,7 @@ static int iprob_make(iprob *p, const icase *c) {
             break;
         }
         case G_NANHEAVY: sc = rng_below(20) ? NAN : 1.0f; break;
+        case G_EDGE: sc = 1.0f; break;
         default: sc = ldexpf(1.0f, (int)rng_range(-2, 1)); break;
         }
         p->scale[s] = sc;
@@ -656,7 +670,7 @@ static int iprob_make(iprob *p, const icase *c) {
     /* the hot set the state starts from */
     p->cap = 3 * c->k < (1 << 20) ? 3 * c->k : (1 << 20);
     p->hot = malloc(sizeof(int32_t) * (size_t)(p->cap * 2 + 16));
-    if (c->state == ST_WORST || c->state == ST_JUNK) {
+    if (c->state == ST_WORST || c->state == ST_JUNK || c->state == ST_BEST) {
         /* row 0's worst keys (lowest float64 scores; NaN counts as worst) */
         int64_t lo = row_lo(p, 0), hi = row_hi(p, 0);
         int64_t n = hi - lo;
@@ -664,8 +678,15 @@ static int iprob_make(iprob *p, const icase *c) {
         for (int64_t i = 0; i < n; i++) all[i] = (int32_t)(lo + i);
         g_sort_full = p->full; /* row 0 of full is indexed by absolute key */
         qsort(all, (size_t)n, sizeof *all, worst_first);
+        if (c->state == ST_BEST) /* row 0's best keys, best first: the sample's k-th is the row's k-th */
+            for (int64_t i = 0; i < n / 2; i++) {
+                int32_t tmp = all[i];
+                all[i] = all[n - 1 - i], all[n - 1 - i] = tmp;
+            }
         p->nhot = 0;
         for (int64_t i = 0; i < n && p->nhot < p->cap; i++) p->hot[p->nhot++] = all[i];
+        /* best keys plus the worst one: the sample then spans the row's whole range of values */
+        if (c->state == ST_BEST && p->nhot > c->k && n > 0) p->hot[p->nhot - 1] = all[n - 1];
         free(all);
         if (c->state == ST_JUNK) { /* out of range, duplicates, negatives, keys outside rows' ranges */
             int32_t junk[] = {-1, (int32_t)S, (int32_t)S + 100, INT32_MAX, -7, INT32_MIN};
@@ -896,8 +917,9 @@ static void run_icases(const icase *cs, size_t n) {
 /* ================================================================================================
  * kNN
  * ============================================================================================== */
-enum { K_RANDOM, K_GRID, K_ZERO, K_EQUAL, K_NAN, K_INF, K_DENORM };
-static const char *kgen_name[] = {"random", "grid+duplicates", "zero-vectors", "all-equal", "nan", "inf", "denormal"};
+enum { K_RANDOM, K_GRID, K_ZERO, K_EQUAL, K_NAN, K_INF, K_DENORM, K_EDGE };
+static const char *kgen_name[] = {"random", "grid+duplicates", "zero-vectors", "all-equal", "nan", "inf", "denormal",
+                                  "bin-edges"};
 static const char *metric_name[] = {"ip", "l2", "cos"};
 
 typedef struct {
@@ -941,6 +963,7 @@ static void kprob_make(kprob *p, const kcase *c) {
             int64_t at = b * p->qs + d;
             if (g == K_RANDOM) put_rand(p->q, c->dt, at);
             else if (g == K_DENORM) put_val(p->q, c->dt, at, (float)rng_range(-3, 3));
+            else if (g == K_EDGE) put_val(p->q, c->dt, at, d == 0 ? 1.0f : 0.0f); /* IP = base[i][0] */
             else put_val(p->q, c->dt, at, grid_val());
             if (g == K_ZERO && b == 0) put_val(p->q, c->dt, at, 0.0f);
         }
@@ -953,6 +976,7 @@ static void kprob_make(kprob *p, const kcase *c) {
             if (src >= 0) memcpy((char *)p->base + p->el * (size_t)at, (char *)p->base + p->el * (size_t)(src * p->bs + d), p->el);
             else if (g == K_RANDOM) put_rand(p->base, c->dt, at);
             else if (g == K_DENORM) put_val(p->base, c->dt, at, ldexpf((float)rng_range(-7, 7), -140));
+            else if (g == K_EDGE) put_val(p->base, c->dt, at, d == 0 ? edge_val(c->dt) : grid_val());
             else put_val(p->base, c->dt, at, grid_val());
             if (src < 0 && g == K_ZERO && i % 5 == 1) put_val(p->base, c->dt, at, 0.0f);
             if (src < 0 && g == K_NAN && rng_below(40) == 0) put_val(p->base, c->dt, at, NAN);
@@ -1321,6 +1345,16 @@ static void test_indexer_ties_boundary(void) {
         IC(.T = 2, .S = 300, .H = 64, .D = 128, .k = 64, .dt = LTK_DTYPE_E4M3, .gen = G_GRID, .scale = 1),
         IC(.T = 3, .S = 2000, .H = 8, .D = 32, .k = 128, .dt = LTK_DTYPE_BF16, .gen = G_GRID, .ranges = R_RANDOM,
            .flags = LTK_FLAG_UNSORTED, .strided = 1),
+        /* scores are integers in [0, 256]: the k-th value sits exactly on a bin edge */
+        IC(.T = 3, .S = 5000, .H = 1, .D = 1, .k = 100, .dt = LTK_DTYPE_F32, .gen = G_EDGE),
+        IC(.T = 3, .S = 5000, .H = 4, .D = 32, .k = 1000, .dt = LTK_DTYPE_BF16, .gen = G_EDGE, .scale = 1),
+        IC(.T = 3, .S = 5000, .H = 4, .D = 32, .k = 2500, .dt = LTK_DTYPE_E4M3, .gen = G_EDGE, .ranges = R_RANDOM),
+        IC(.T = 2, .S = 50000, .H = 1, .D = 32, .k = 2048, .dt = LTK_DTYPE_E4M3, .gen = G_EDGE, .flags = LTK_FLAG_UNSORTED),
+        /* ... with a hot set holding the row's best keys: the initial threshold is then exactly the
+         * k-th value, on a bin edge, and its ties outside the hot set must still pass the gate */
+        IC(.T = 3, .S = 5000, .H = 1, .D = 32, .k = 1000, .dt = LTK_DTYPE_F32, .gen = G_EDGE, .state = ST_BEST),
+        IC(.T = 2, .S = 20000, .H = 2, .D = 32, .k = 3000, .dt = LTK_DTYPE_BF16, .gen = G_EDGE, .state = ST_BEST,
+           .flags = LTK_FLAG_UNSORTED),
     };
     run_icases(cs, sizeof cs / sizeof cs[0]);
 }
@@ -1409,6 +1443,9 @@ static void test_indexer_hot_set(void) {
            .ranges = R_SLIDING),
         IC(.T = 3, .S = 5000, .H = 1, .D = 32, .k = 2048, .dt = LTK_DTYPE_E4M3, .gen = G_EQUAL, .state = ST_WORST),
         IC(.T = 3, .S = 1500, .H = 2, .D = 32, .k = 200, .dt = LTK_DTYPE_F32, .gen = G_NANHEAVY, .state = ST_JUNK),
+        IC(.T = 3, .S = 3000, .H = 4, .D = 32, .k = 64, .dt = LTK_DTYPE_BF16, .gen = G_RANDOM, .state = ST_BEST),
+        IC(.T = 3, .S = 4000, .H = 2, .D = 32, .k = 300, .dt = LTK_DTYPE_E4M3, .gen = G_TIES, .state = ST_BEST,
+           .ranges = R_CAUSAL),
     };
     run_icases(cs, sizeof cs / sizeof cs[0]);
 }
@@ -1431,6 +1468,14 @@ static void test_knn_exact_grid_ties(void) {
     for (int i = 0; i < 6; i++) {
         kcase c = KC(.B = 3, .N = 3000, .D = i < 3 ? 32 : 128, .k = i % 2 ? 500 : 37, .dt = kdt[i % 3],
                      .metric = (ltk_metric)(i % 3), .flags = (uint32_t)(i / 2 % 2), .gen = K_GRID);
+        knn_case(&c);
+    }
+}
+
+static void test_knn_bin_edges(void) {
+    for (int i = 0; i < 3; i++) {
+        kcase c = KC(.B = 3, .N = 6000, .D = i ? 32 : 1, .k = i == 2 ? 2048 : 150 * (i + 1), .dt = kdt[i],
+                     .metric = LTK_METRIC_IP, .gen = K_EDGE, .flags = (uint32_t)(i == 1));
         knn_case(&c);
     }
 }
@@ -1531,7 +1576,8 @@ int main(int argc, char **argv) {
     init_backends();
     static const t_test tests[] = {
         T_ENTRY(test_select_random),        T_ENTRY(test_select_adversarial),   T_ENTRY(test_select_ranges_strided),
-        T_ENTRY(test_knn_random),           T_ENTRY(test_knn_exact_grid_ties),  T_ENTRY(test_knn_zero_vectors),
+        T_ENTRY(test_knn_random),           T_ENTRY(test_knn_exact_grid_ties),  T_ENTRY(test_knn_bin_edges),
+        T_ENTRY(test_knn_zero_vectors),
         T_ENTRY(test_knn_flat_overflow),    T_ENTRY(test_knn_nonfinite),        T_ENTRY(test_knn_denormal),
         T_ENTRY(test_knn_k_edges),          T_ENTRY(test_indexer_random),       T_ENTRY(test_indexer_k_edges),
         T_ENTRY(test_indexer_all_equal),    T_ENTRY(test_indexer_flat_overflow), T_ENTRY(test_indexer_ties_boundary),
