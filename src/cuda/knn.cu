@@ -28,11 +28,11 @@
 #include "select.cuh"
 
 #define KNN_NT 256
-#define KNN_BM 128 /* base rows per tile */
+#define KNN_BM 256 /* base rows per tile */
 #define KNN_BQ 64  /* queries per tile */
-#define KNN_ST 3   /* cp.async stages */
+#define KNN_ST 4   /* cp.async stages */
 #define KNN_ROWB 64 /* bytes of one row per stage (32 bf16 / 16 f32) */
-#define KNN_SAMPLE 16384
+#define KNN_SAMPLE 32768
 #define KNN_QBATCH 1024
 #define KNN_MAXCHUNK ((int64_t)1 << 30)
 
@@ -68,21 +68,31 @@ struct knn_params {
     int32_t kp;
 };
 
-/* ---- PTX wrappers (sm_80+) ---------------------------------------------------------------- */
+/* ---- PTX wrappers (sm_80+) ---------------------------------------------------------------- *
+ * Built for an older target (e.g. a CMake default of sm_75) they compile to a trap; the host side
+ * refuses devices below compute capability 8.0 before launching anything. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define KNN_SM80(...) __trap()
+#else
+#define KNN_SM80(...) __VA_ARGS__
+#endif
 static __device__ __forceinline__ void knn_cp16(uint32_t dst, const void *src, bool ok) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+    KNN_SM80(asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory"));
 }
-static __device__ __forceinline__ void knn_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+static __device__ __forceinline__ void knn_cp_commit() { KNN_SM80(asm volatile("cp.async.commit_group;" ::: "memory")); }
 template <int N> static __device__ __forceinline__ void knn_cp_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+    KNN_SM80(asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"));
 }
 static __device__ __forceinline__ void knn_ldsm4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr));
+    KNN_SM80(asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                          : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                          : "r"(addr)));
 }
 template <int DT>
 static __device__ __forceinline__ void knn_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    __trap();
+#else
     if (DT == 1)
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                      "{%0,%1,%2,%3};"
@@ -93,6 +103,7 @@ static __device__ __forceinline__ void knn_mma(float *c, const uint32_t *a, uint
                      "{%0,%1,%2,%3};"
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 template <int DT> static __device__ __forceinline__ float knn_ld(const void *p, int64_t i) {
@@ -127,7 +138,7 @@ static __device__ __forceinline__ void knn_load_stage(const knn_params &p, knn_s
     const int esz = DT == 0 ? 4 : 2, epc = 16 / esz; /* elements per 16-byte unit */
     if (p.vec) {
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < KNN_BM * 4 / KNN_NT; i++) {
             int c = threadIdx.x + i * KNN_NT, row = c >> 2, ch = c & 3;
             int64_t g = n0 + row;
             int kk = k0 + ch * epc;
@@ -198,6 +209,10 @@ static __device__ __forceinline__ void knn_emit(const knn_params &p, const knn_s
     }
 }
 
+/* The CTA's work items (tile, query block) are w = blockIdx.x + i * gridDim.x; consecutive CTAs
+ * take the query blocks of one base tile, so a tile read from HBM is reused from L2. The cp.async
+ * pipeline runs over the flattened sequence of (item, k-step), so the next item's first stages
+ * load while this item's epilogue runs (no per-item pipeline bubble). */
 template <int DT, int MODE>
 static __global__ void __launch_bounds__(KNN_NT, 2) knn_score_kernel(knn_params p) {
     extern __shared__ __align__(16) unsigned char smraw[];
@@ -205,140 +220,152 @@ static __global__ void __launch_bounds__(KNN_NT, 2) knn_score_kernel(knn_params 
     const int64_t ntiles = (p.n + KNN_BM - 1) / KNN_BM;
     const int qblocks = (p.nq + KNN_BQ - 1) / KNN_BQ;
     const int64_t items = ntiles * qblocks;
+    if ((MODE == KNN_HIST || MODE == KNN_TAKE) && !p.fb_any[qblocks]) return; /* nothing to redo */
     const int KB = DT == 0 ? 16 : 32; /* elements of D per stage */
     const int nk = (p.D + KB - 1) / KB;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
-        const int64_t tile = w / qblocks;
-        const int qb = (int)(w % qblocks);
-        if ((MODE == KNN_HIST || MODE == KNN_TAKE) && !p.fb_any[qb]) continue;
-        const int64_t n0 = tile * KNN_BM;
-        const int q0 = qb * KNN_BQ;
-        if (tid < KNN_BQ) {
+    if ((int64_t)blockIdx.x >= items) return;
+    const int64_t my_items = (items - blockIdx.x + gridDim.x - 1) / gridDim.x;
+    const int64_t nsteps = my_items * nk;
+#pragma unroll 1
+    for (int s = 0; s < KNN_ST - 1; s++) {
+        if (s < nsteps) {
+            int64_t w = blockIdx.x + (s / nk) * (int64_t)gridDim.x;
+            knn_load_stage<DT>(p, sm, s, (w / qblocks) * KNN_BM, (int)(w % qblocks) * KNN_BQ, (int)(s % nk) * KB);
+        }
+        knn_cp_commit();
+    }
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+    float xacc = 0.0f; /* |x|^2 of row tid, accumulated in a fixed order */
+#pragma unroll 1
+    for (int64_t s = 0; s < nsteps; s++) {
+        const int kt = (int)(s % nk);
+        const int64_t w = blockIdx.x + (s / nk) * (int64_t)gridDim.x;
+        const int64_t n0 = (w / qblocks) * KNN_BM;
+        const int q0 = (int)(w % qblocks) * KNN_BQ;
+        knn_cp_wait<KNN_ST - 2>();
+        __syncthreads();
+        {
+            int64_t nx = s + KNN_ST - 1;
+            if (nx < nsteps) {
+                int64_t w2 = blockIdx.x + (nx / nk) * (int64_t)gridDim.x;
+                knn_load_stage<DT>(p, sm, (int)(nx % KNN_ST), (w2 / qblocks) * KNN_BM, (int)(w2 % qblocks) * KNN_BQ,
+                                   (int)(nx % nk) * KB);
+            }
+            knn_cp_commit();
+        }
+        if (kt == 0 && tid < KNN_BQ) { /* read in this item's epilogue, after several barriers */
             int qq = q0 + tid;
             sm->qn[tid] = (p.metric != LTK_METRIC_IP && qq < p.nq) ? p.qn[qq] : 0.0f;
             if (MODE == KNN_GATE) sm->thr[tid] = qq < p.nq ? p.thr[qq] : 0xffffffffu;
         }
-        float acc[32];
-#pragma unroll
-        for (int i = 0; i < 32; i++) acc[i] = 0.0f;
-        float xacc = 0.0f; /* partial |x|^2 of row tid/2 */
-#pragma unroll
-        for (int s = 0; s < KNN_ST - 1; s++) {
-            if (s < nk) knn_load_stage<DT>(p, sm, s, n0, q0, s * KB);
-            knn_cp_commit();
-        }
-        for (int kt = 0; kt < nk; kt++) {
-            knn_cp_wait<KNN_ST - 2>();
-            __syncthreads();
-            {
-                int nxt = kt + KNN_ST - 1;
-                if (nxt < nk) knn_load_stage<DT>(p, sm, nxt % KNN_ST, n0, q0, nxt * KB);
-                knn_cp_commit();
-            }
-            const int st = kt % KNN_ST;
-            if (p.metric != LTK_METRIC_IP) { /* |x|^2 in a fixed order: thread pair per row */
-                int row = tid >> 1, half = tid & 1;
-                const uint4 *ra = sm->a[st];
-#pragma unroll
-                for (int ch = half * 2; ch < half * 2 + 2; ch++) {
-                    uint4 u = ra[knn_swz(row, ch)];
-                    uint32_t ws[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        if (DT == 0) {
-                            float v = __uint_as_float(ws[j]);
-                            xacc = fmaf(v, v, xacc);
-                        } else {
-                            float v0 = DT == 1 ? __half2float(__ushort_as_half((unsigned short)(ws[j] & 0xffff)))
-                                               : __uint_as_float(ws[j] << 16);
-                            float v1 = DT == 1 ? __half2float(__ushort_as_half((unsigned short)(ws[j] >> 16)))
-                                               : __uint_as_float(ws[j] & 0xffff0000u);
-                            xacc = fmaf(v0, v0, xacc);
-                            xacc = fmaf(v1, v1, xacc);
-                        }
-                    }
-                }
-            }
-            if (DT != 0) {
-                /* warp tile: 32 base rows (wm) x 32 queries (wn); 2 m16 x 4 n8 tiles, 2 k16 steps */
-                const int wm = warp & 3, wn = warp >> 2;
-                uint32_t abase = (uint32_t)__cvta_generic_to_shared(sm->a[st]);
-                uint32_t bbase = (uint32_t)__cvta_generic_to_shared(sm->b[st]);
-#pragma unroll
-                for (int ks = 0; ks < 2; ks++) {
-                    uint32_t af[2][4], bf[4][2];
-#pragma unroll
-                    for (int mt = 0; mt < 2; mt++) {
-                        int row = wm * 32 + mt * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
-                        knn_ldsm4(abase + knn_swz(row, ch) * 16, af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
-                    }
-#pragma unroll
-                    for (int np = 0; np < 2; np++) {
-                        int row = wn * 32 + np * 16 + (lane & 7) + ((lane >> 4) << 3), ch = ks * 2 + ((lane >> 3) & 1);
-                        uint32_t r0, r1, r2, r3;
-                        knn_ldsm4(bbase + knn_swz(row, ch) * 16, r0, r1, r2, r3);
-                        bf[np * 2][0] = r0;
-                        bf[np * 2][1] = r1;
-                        bf[np * 2 + 1][0] = r2;
-                        bf[np * 2 + 1][1] = r3;
-                    }
-#pragma unroll
-                    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                        for (int nt = 0; nt < 4; nt++) knn_mma<DT>(&acc[(mt * 4 + nt) * 4], af[mt], bf[nt][0], bf[nt][1]);
-                }
-            } else {
-                /* SIMT fp32: thread owns base rows ty + 16 i (i < 8) and queries tx + 16 j (j < 4) */
-                const int tx = tid & 15, ty = tid >> 4;
-                const float *fa = (const float *)sm->a[st], *fb = (const float *)sm->b[st];
-#pragma unroll
-                for (int kk = 0; kk < 16; kk++) {
-                    const int ch = kk >> 2, wi = kk & 3;
-                    float av[8], bv[4];
-#pragma unroll
-                    for (int i = 0; i < 8; i++) av[i] = fa[knn_swz(ty + 16 * i, ch) * 4 + wi];
-#pragma unroll
-                    for (int j = 0; j < 4; j++) bv[j] = fb[knn_swz(tx + 16 * j, ch) * 4 + wi];
-#pragma unroll
-                    for (int i = 0; i < 8; i++)
-#pragma unroll
-                        for (int j = 0; j < 4; j++) acc[i * 4 + j] = fmaf(av[i], bv[j], acc[i * 4 + j]);
-                }
-            }
-        }
-        knn_cp_wait<0>();
+        const int st = (int)(s % KNN_ST);
         if (p.metric != LTK_METRIC_IP) {
-            float o = __shfl_xor_sync(LTK_FULL, xacc, 1);
-            if ((tid & 1) == 0) sm->xn[tid >> 1] = xacc + o; /* fixed order: even half + odd half */
-        }
-        __syncthreads();
-        if (DT != 0) {
-            const int wm = warp & 3, wn = warp >> 2;
+            const uint4 *ra = sm->a[st];
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        int row = wm * 32 + mt * 16 + (lane >> 2) + ((e >> 1) << 3);
-                        int ql = wn * 32 + nt * 8 + 2 * (lane & 3) + (e & 1);
-                        float s = knn_score(acc[(mt * 4 + nt) * 4 + e], sm->qn[ql], sm->xn[row], p.metric);
-                        knn_emit<MODE>(p, sm, n0 + row, q0 + ql, ql, s);
-                    }
-        } else {
-            const int tx = tid & 15, ty = tid >> 4;
-#pragma unroll
-            for (int i = 0; i < 8; i++)
+            for (int ch = 0; ch < 4; ch++) {
+                uint4 u = ra[knn_swz(tid, ch)];
+                uint32_t ws[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    int row = ty + 16 * i, ql = tx + 16 * j;
-                    float s = knn_score(acc[i * 4 + j], sm->qn[ql], sm->xn[row], p.metric);
-                    knn_emit<MODE>(p, sm, n0 + row, q0 + ql, ql, s);
+                    if (DT == 0) {
+                        float v = __uint_as_float(ws[j]);
+                        xacc = fmaf(v, v, xacc);
+                    } else {
+                        float v0 = DT == 1 ? __half2float(__ushort_as_half((unsigned short)(ws[j] & 0xffff)))
+                                           : __uint_as_float(ws[j] << 16);
+                        float v1 = DT == 1 ? __half2float(__ushort_as_half((unsigned short)(ws[j] >> 16)))
+                                           : __uint_as_float(ws[j] & 0xffff0000u);
+                        xacc = fmaf(v0, v0, xacc);
+                        xacc = fmaf(v1, v1, xacc);
+                    }
                 }
+            }
         }
-        __syncthreads(); /* smem reused by the next item */
+        if (DT != 0) {
+            /* warp tile: 64 base rows (wm) x 32 queries (wn); 4 m16 x 4 n8 tiles, 2 k16 steps */
+            const int wm = warp & 3, wn = warp >> 2;
+            uint32_t abase = (uint32_t)__cvta_generic_to_shared(sm->a[st]);
+            uint32_t bbase = (uint32_t)__cvta_generic_to_shared(sm->b[st]);
+#pragma unroll
+            for (int ks = 0; ks < 2; ks++) {
+                uint32_t af[4][4], bf[4][2];
+#pragma unroll
+                for (int np = 0; np < 2; np++) {
+                    int row = wn * 32 + np * 16 + (lane & 7) + ((lane >> 4) << 3), ch = ks * 2 + ((lane >> 3) & 1);
+                    uint32_t r0, r1, r2, r3;
+                    knn_ldsm4(bbase + knn_swz(row, ch) * 16, r0, r1, r2, r3);
+                    bf[np * 2][0] = r0;
+                    bf[np * 2][1] = r1;
+                    bf[np * 2 + 1][0] = r2;
+                    bf[np * 2 + 1][1] = r3;
+                }
+#pragma unroll
+                for (int mt = 0; mt < 4; mt++) {
+                    int row = wm * 64 + mt * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
+                    knn_ldsm4(abase + knn_swz(row, ch) * 16, af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
+                }
+#pragma unroll
+                for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < 4; nt++) knn_mma<DT>(&acc[(mt * 4 + nt) * 4], af[mt], bf[nt][0], bf[nt][1]);
+            }
+        } else {
+            /* SIMT fp32: thread owns base rows ty + 16 i (i < 16) and queries tx + 16 j (j < 4) */
+            const int tx = tid & 15, ty = tid >> 4;
+            const float *fa = (const float *)sm->a[st], *fb = (const float *)sm->b[st];
+#pragma unroll
+            for (int kk = 0; kk < 16; kk++) {
+                const int ch = kk >> 2, wi = kk & 3;
+                float av[16], bv[4];
+#pragma unroll
+                for (int i = 0; i < 16; i++) av[i] = fa[knn_swz(ty + 16 * i, ch) * 4 + wi];
+#pragma unroll
+                for (int j = 0; j < 4; j++) bv[j] = fb[knn_swz(tx + 16 * j, ch) * 4 + wi];
+#pragma unroll
+                for (int i = 0; i < 16; i++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++) acc[i * 4 + j] = fmaf(av[i], bv[j], acc[i * 4 + j]);
+            }
+        }
+        if (kt != nk - 1) continue;
+        /* ---- epilogue of this item ---- */
+        if (p.metric != LTK_METRIC_IP) sm->xn[tid] = xacc;
+        __syncthreads();
+        const bool active = !(MODE == KNN_HIST || MODE == KNN_TAKE) || p.fb_any[q0 / KNN_BQ];
+        if (active) {
+            if (DT != 0) {
+                const int wm = warp & 3, wn = warp >> 2;
+#pragma unroll
+                for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            int row = wm * 64 + mt * 16 + (lane >> 2) + ((e >> 1) << 3);
+                            int ql = wn * 32 + nt * 8 + 2 * (lane & 3) + (e & 1);
+                            float sc = knn_score(acc[(mt * 4 + nt) * 4 + e], sm->qn[ql], sm->xn[row], p.metric);
+                            knn_emit<MODE>(p, sm, n0 + row, q0 + ql, ql, sc);
+                        }
+            } else {
+                const int tx = tid & 15, ty = tid >> 4;
+#pragma unroll
+                for (int i = 0; i < 16; i++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        int row = ty + 16 * i, ql = tx + 16 * j;
+                        float sc = knn_score(acc[i * 4 + j], sm->qn[ql], sm->xn[row], p.metric);
+                        knn_emit<MODE>(p, sm, n0 + row, q0 + ql, ql, sc);
+                    }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+        xacc = 0.0f;
     }
+    knn_cp_wait<0>();
 }
 
 /* |q|^2 per query, fixed order (a warp per query, lane-strided partial sums, tree combine). */
@@ -385,11 +412,15 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ct
         c.fb_on[qq] = 0;
         c.fb_cnt[qq] = 0;
         if (qq % KNN_BQ == 0) c.fb_any[qq / KNN_BQ] = 0;
+        if (qq == 0) c.fb_any[(c.nq + KNN_BQ - 1) / KNN_BQ] = 0; /* "any block" slot */
     }
     uint32_t t = 0;
     if (c.n > c.cap && c.m >= 16) {
+        /* as in select.cu: ~2k expected candidates, a stable quantile (r <= 64), no overflow */
         int64_t r = (2 * (int64_t)c.k * c.m + c.n - 1) / c.n;
-        if (r < 16) r = 16;
+        int64_t rv = c.cap * c.m / (2 * c.n);
+        rv = rv < 16 ? 16 : (rv > 64 ? 64 : rv);
+        if (r < rv) r = rv;
         if (r <= c.m) {
             knn_src_samp src = {c.samp + (int64_t)qq * c.m, c.m};
             ltk_radix_select<knn_src_samp, true>(src, (uint32_t)r, 64, 32, &sm);
@@ -414,7 +445,10 @@ static __global__ void knn_check_kernel(knn_ctl c) {
     c.fb_top[qq] = 64;
     c.fb_kk[qq] = (uint32_t)(c.n < c.k ? c.n : c.k);
     c.fb_cnt[qq] = 0;
-    if (fb) atomicExch(&c.fb_any[qq / KNN_BQ], 1u);
+    if (fb) {
+        atomicExch(&c.fb_any[qq / KNN_BQ], 1u);
+        atomicExch(&c.fb_any[(c.nq + KNN_BQ - 1) / KNN_BQ], 1u);
+    }
 }
 
 /* Between HIST passes: pick the digit, narrow the prefix, clear the histogram. */
@@ -614,7 +648,7 @@ static ltk_status knn_make_plan(const ltk_knn_args *a, const ltk_exec *e, knn_pl
     pl->nch = (int)((a->N + pl->chunk - 1) / pl->chunk);
     if (pl->nch < 1) pl->nch = 1;
     if (pl->nch > 64) return ltk_error(LTK_EUNSUPPORTED, "cuda knn: N=%lld needs %d chunks (at most 64)", (long long)a->N, pl->nch);
-    pl->cap = 4 * (int64_t)a->k > 16384 ? 4 * (int64_t)a->k : 16384;
+    pl->cap = 4 * (int64_t)a->k > 32768 ? 4 * (int64_t)a->k : 32768;
     pl->m = pl->chunk < KNN_SAMPLE ? pl->chunk : KNN_SAMPLE;
     int64_t Q = pl->qb;
     int mat = e && e->algo == LTK_ALGO_MATERIALIZE;
@@ -628,7 +662,7 @@ static ltk_status knn_make_plan(const ltk_knn_args *a, const ltk_exec *e, knn_pl
     KNN_ADD(o_cnt, Q * 4);
     KNN_ADD(o_ckey, mat ? 0 : Q * pl->cap * 4);
     KNN_ADD(o_crel, mat ? 0 : Q * pl->cap * 4);
-    KNN_ADD(o_fbany, (Q + KNN_BQ - 1) / KNN_BQ * 4);
+    KNN_ADD(o_fbany, ((Q + KNN_BQ - 1) / KNN_BQ + 1) * 4);
     KNN_ADD(o_fbon, Q * 4);
     KNN_ADD(o_fbhist, mat ? 0 : Q * LTK_SEL_BINS * 4);
     KNN_ADD(o_fbcnt, Q * 4);
@@ -880,9 +914,11 @@ extern "C" ltk_status ltk_cuda_knn(const ltk_knn_args *a, const ltk_exec *e, voi
     LTK_FORWARD_IF(knn_make_plan(a, e, &pl));
     LTK_RETURN_IF(ws_bytes < pl.total || !ws, LTK_EWORKSPACE, "knn workspace of %zu bytes < %zu required", ws_bytes,
                   pl.total);
-    int dev = 0, sms = 0;
+    int dev = 0, sms = 0, major = 0;
     KNN_TRY(cudaGetDevice(&dev));
     KNN_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    KNN_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    LTK_RETURN_IF(major < 8, LTK_EUNSUPPORTED, "cuda knn needs compute capability 8.0 or newer (device has %d.x)", major);
     cudaStream_t st = (cudaStream_t)e->stream;
     switch (a->dtype) {
     case LTK_DTYPE_F32: return knn_run<0>(a, e, &pl, (unsigned char *)ws, st, sms);

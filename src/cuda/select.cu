@@ -130,14 +130,28 @@ static __device__ uint32_t sel_sample_threshold(const typename ltk_dt<DT>::raw *
     if (m > bufcap) m = bufcap & ~(int64_t)7;
     int64_t nb = m / 8;
     if (nb < 2) return 0u;
-    for (int64_t i = threadIdx.x; i < m; i += LTK_SEL_NT) {
-        int64_t b = i >> 3, o = i & 7;
-        int64_t pos = b * (n - 8) / (nb - 1) + o; /* runs never overlap since n >= m */
-        buf[i] = ltk_dt<DT>::key(row[pos]);
+    const int64_t step = (n - 8) / (nb - 1); /* >= 8 since n >= m: runs never overlap */
+    for (int64_t i0 = 0; i0 < m; i0 += LTK_SEL_NT * LTK_SEL_U) {
+        uint32_t v[LTK_SEL_U];
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x;
+            v[u] = i < m ? (uint32_t)row[(i >> 3) * step + (i & 7)] : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x;
+            if (i < m) buf[i] = ltk_dt<DT>::key(v[u]);
+        }
     }
     __syncthreads();
+    /* r ~ 2k m / n puts about 2k entries at or above t. r also needs to be large enough that the
+     * r-th sampled key is a stable quantile (relative spread ~ 1/sqrt(r): at r = 64 a count below k
+     * is a 4-sigma event), but not so large that the expected count r n / m overflows the buffer. */
     int64_t rr = (2 * (int64_t)k * m + n - 1) / n;
-    if (rr < 16) rr = 16;
+    int64_t rv = (int64_t)cap * m / (2 * n);
+    rv = rv < 16 ? 16 : (rv > 64 ? 64 : rv);
+    if (rr < rv) rr = rv;
     if (rr > m) return 0u;
     sel_src_keys src = {buf, (uint32_t)m};
     ltk_radix_select<sel_src_keys, true>(src, (uint32_t)rr, 32 + ltk_dt<DT>::KB, 32, sm);
@@ -152,6 +166,11 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) sel_sample_kernel(sel_param
     uint32_t *buf = (uint32_t *)(smraw + sizeof(ltk_sel_smem));
     int64_t r = blockIdx.x, s, n;
     sel_row_range(p, r, &s, &n);
+    if (threadIdx.x == 0) { /* tickets and counters of the last-CTA pattern (stream-ordered before the scan) */
+        p.row_cnt[r] = 0;
+        p.row_done[r] = 0;
+        p.row_ovf[r] = 0;
+    }
     if (n <= p.k) return;
     uint32_t t = sel_sample_threshold<DT>(sel_row_ptr<DT>(p, r, s), n, p.k, p.cap, buf, SEL_SAMPLE_MAX, sm);
     if (threadIdx.x == 0) p.row_t[r] = t;
@@ -585,8 +604,6 @@ extern "C" ltk_status ltk_cuda_select(const ltk_select_args *a, const ltk_exec *
     p.gkey = (uint32_t *)(w + pl.o_gkey);
     p.grel = (uint32_t *)(w + pl.o_grel);
     p.gsel = (uint64_t *)(w + pl.o_gsel);
-    if (pl.fast && pl.P > 1) /* tickets, counters and flags of the last-CTA pattern */
-        SEL_CUDA_TRY(cudaMemsetAsync(w + pl.o_cnt, 0, pl.o_stc - pl.o_cnt, st));
     switch (a->dtype) {
     case LTK_DTYPE_F32: LTK_FORWARD_IF(sel_launch<0>(a, &pl, p, st, w)); break;
     case LTK_DTYPE_F16: LTK_FORWARD_IF(sel_launch<1>(a, &pl, p, st, w)); break;

@@ -142,15 +142,18 @@ static __device__ void ltk_find_bucket(ltk_sel_smem *sm, int nbins, uint32_t kk)
     __syncthreads();
 }
 
-/* Histogram add with warp aggregation of equal digits: flat rows put every entry in one bin,
- * and unaggregated shared atomics on one address serialise. */
+/* Histogram add. Flat rows put every entry of a warp in one bin, and unaggregated shared atomics
+ * on one address serialise: when the whole warp agrees, its leader adds 32 at once. */
 static __device__ __forceinline__ void ltk_hist_add_agg(uint32_t *hist, bool act, uint32_t d) {
-    uint32_t peers = __match_any_sync(LTK_FULL, act ? d : 0xffffffffu);
-    if (act) {
-        int leader = __ffs(peers) - 1;
-        if ((int)(threadIdx.x & 31) == leader) atomicAdd(&hist[d], (uint32_t)__popc(peers));
+    uint32_t d0 = __shfl_sync(LTK_FULL, d, 0);
+    if (__all_sync(LTK_FULL, act && d == d0)) {
+        if ((threadIdx.x & 31) == 0) atomicAdd(&hist[d0], 32u);
+    } else if (act) {
+        atomicAdd(&hist[d], 1u);
     }
 }
+
+#define LTK_SEL_U 8 /* entries per thread per step: independent loads in flight */
 
 /* Radix select on composites. `Src` provides: int64_t n() const; uint64_t comp(int64_t i) const.
  * Passes over the composite bits from `hi_bit` down to `lo_bit` (11-bit digits, the last one
@@ -164,23 +167,27 @@ static __device__ void ltk_radix_select(const Src &src, uint32_t k, int hi_bit, 
     uint64_t prefix = 0, mask = 0;
     uint32_t kk = k;
     const int64_t n = src.n();
-    const int64_t nr = (n + LTK_SEL_NT - 1) / LTK_SEL_NT * LTK_SEL_NT;
     for (int top = hi_bit; top > lo_bit;) {
         int w = top - lo_bit < 11 ? top - lo_bit : 11;
         int sh = top - w;
         for (int i = threadIdx.x; i < LTK_SEL_BINS; i += LTK_SEL_NT) sm->hist[i] = 0;
         __syncthreads();
         const uint64_t dm = ((1ull << w) - 1);
-        for (int64_t i = threadIdx.x; i < nr; i += LTK_SEL_NT) {
-            bool act = false;
-            uint32_t d = 0;
-            if (i < n) {
-                uint64_t c = src.comp(i);
-                act = (c & mask) == prefix;
-                d = (uint32_t)((c >> sh) & dm);
+        for (int64_t i0 = 0; i0 < n; i0 += (int64_t)LTK_SEL_NT * LTK_SEL_U) {
+            uint64_t c[LTK_SEL_U];
+#pragma unroll
+            for (int u = 0; u < LTK_SEL_U; u++) {
+                int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x;
+                c[u] = i < n ? src.comp(i) : 0ull;
             }
-            if (AGG) ltk_hist_add_agg(sm->hist, act, d);
-            else if (act) atomicAdd(&sm->hist[d], 1u);
+#pragma unroll
+            for (int u = 0; u < LTK_SEL_U; u++) {
+                int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x;
+                bool act = i < n && (c[u] & mask) == prefix;
+                uint32_t d = (uint32_t)((c[u] >> sh) & dm);
+                if (AGG) ltk_hist_add_agg(sm->hist, act, d);
+                else if (act) atomicAdd(&sm->hist[d], 1u);
+            }
         }
         __syncthreads();
         ltk_find_bucket(sm, 1 << w, kk);
@@ -209,22 +216,27 @@ static __device__ uint32_t ltk_gather(const Src &src, uint64_t prefix, uint64_t 
     if (threadIdx.x == 0) sm->cnt = 0;
     __syncthreads();
     const int64_t n = src.n();
-    const int64_t nr = (n + LTK_SEL_NT - 1) / LTK_SEL_NT * LTK_SEL_NT;
     const int lane = threadIdx.x & 31;
-    for (int64_t i = threadIdx.x; i < nr; i += LTK_SEL_NT) {
-        uint64_t c = 0;
-        bool take = false;
-        if (i < n) {
-            c = src.comp(i);
-            take = (c & mask) >= prefix;
+    for (int64_t i0 = 0; i0 < n; i0 += (int64_t)LTK_SEL_NT * LTK_SEL_U) {
+        uint64_t cu[LTK_SEL_U];
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x;
+            cu[u] = i < n ? src.comp(i) : 0ull;
         }
-        uint32_t b = __ballot_sync(LTK_FULL, take);
-        if (b) {
-            uint32_t base = 0;
-            if (lane == __ffs(b) - 1) base = atomicAdd(&sm->cnt, (uint32_t)__popc(b));
-            base = __shfl_sync(LTK_FULL, base, __ffs(b) - 1);
-            uint32_t pos = base + __popc(b & ((1u << lane) - 1));
-            if (take && pos < cap) dst[pos] = c;
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x;
+            uint64_t c = cu[u];
+            bool take = i < n && (c & mask) >= prefix;
+            uint32_t b = __ballot_sync(LTK_FULL, take);
+            if (b) {
+                uint32_t base = 0;
+                if (lane == __ffs(b) - 1) base = atomicAdd(&sm->cnt, (uint32_t)__popc(b));
+                base = __shfl_sync(LTK_FULL, base, __ffs(b) - 1);
+                uint32_t pos = base + __popc(b & ((1u << lane) - 1));
+                if (take && pos < cap) dst[pos] = c;
+            }
         }
     }
     __syncthreads();
@@ -233,7 +245,9 @@ static __device__ uint32_t ltk_gather(const Src &src, uint64_t prefix, uint64_t 
     return r;
 }
 
-/* Bitonic sort of s[0..np) descending, np a power of two (pad with 0: below every real composite). */
+/* Bitonic sort of s[0..np) descending, np a power of two (pad with 0: below every real composite).
+ * Pair i (= tid + j * NT) touches only the 64-element block i / 32 while the stride is <= 32, and
+ * that block always belongs to the same warp: consecutive such stages need only __syncwarp. */
 static __device__ void ltk_bitonic_desc(uint64_t *s, int np) {
     for (int size = 2; size <= np; size <<= 1) {
         for (int stride = size >> 1; stride > 0; stride >>= 1) {
@@ -247,7 +261,9 @@ static __device__ void ltk_bitonic_desc(uint64_t *s, int np) {
                     s[hi] = a;
                 }
             }
-            __syncthreads();
+            int next = stride > 1 ? stride >> 1 : size; /* first stride of the next size is size */
+            if (stride <= 32 && next <= 32 && !(stride == 1 && size == np)) __syncwarp();
+            else __syncthreads();
         }
     }
 }

@@ -265,7 +265,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--small")) {
         kc(3, 2000, 64, 10, B16, LTK_METRIC_IP, 0, 0, 0, 1, 1, 0);
         kc(2, 20000, 40, 5, F32, LTK_METRIC_L2, 0, 3, 1, 0, 1, 0);
-        kc(2, 18000, 32, 7, F16, LTK_METRIC_COS, 1, 0, 0, 0, 1, 0); /* flat: fallback passes */
+        kc(2, 40000, 16, 7, F16, LTK_METRIC_COS, 1, 0, 0, 0, 1, 0); /* flat, N > cap: fallback passes */
         printf("%d passed, %d failed\n", g_pass, g_fail);
         return g_fail ? 1 : 0;
     }
