@@ -27,6 +27,8 @@
 
 #include "litetopk.h"
 
+#include <pthread.h>
+
 #ifdef LTK_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -484,6 +486,7 @@ typedef struct {
     ltk_dtype dt;
     uint32_t flags;
     int gen, ranges, strided, scale, state, threads;
+    int32_t hotcap; /* state capacity (sample_size); 0: 3k */
 } icase;
 
 typedef struct {
@@ -668,7 +671,7 @@ static int iprob_make(iprob *p, const icase *c) {
     free(qd);
     free(kd);
     /* the hot set the state starts from */
-    p->cap = 3 * c->k < (1 << 20) ? 3 * c->k : (1 << 20);
+    p->cap = c->hotcap ? c->hotcap : 3 * c->k < (1 << 20) ? 3 * c->k : (1 << 20);
     p->hot = malloc(sizeof(int32_t) * (size_t)(p->cap * 2 + 16));
     if (c->state == ST_WORST || c->state == ST_JUNK || c->state == ST_BEST) {
         /* row 0's worst keys (lowest float64 scores; NaN counts as worst) */
@@ -917,9 +920,9 @@ static void run_icases(const icase *cs, size_t n) {
 /* ================================================================================================
  * kNN
  * ============================================================================================== */
-enum { K_RANDOM, K_GRID, K_ZERO, K_EQUAL, K_NAN, K_INF, K_DENORM, K_EDGE };
+enum { K_RANDOM, K_GRID, K_ZERO, K_EQUAL, K_NAN, K_INF, K_DENORM, K_EDGE, K_INC, K_DEC };
 static const char *kgen_name[] = {"random", "grid+duplicates", "zero-vectors", "all-equal", "nan", "inf", "denormal",
-                                  "bin-edges"};
+                                  "bin-edges", "increasing", "decreasing"};
 static const char *metric_name[] = {"ip", "l2", "cos"};
 
 typedef struct {
@@ -964,6 +967,7 @@ static void kprob_make(kprob *p, const kcase *c) {
             if (g == K_RANDOM) put_rand(p->q, c->dt, at);
             else if (g == K_DENORM) put_val(p->q, c->dt, at, (float)rng_range(-3, 3));
             else if (g == K_EDGE) put_val(p->q, c->dt, at, d == 0 ? 1.0f : 0.0f); /* IP = base[i][0] */
+            else if (g == K_INC || g == K_DEC) put_val(p->q, c->dt, at, c->metric == LTK_METRIC_L2 ? 0.0f : d == 0 ? 1.0f : 0.0f);
             else put_val(p->q, c->dt, at, grid_val());
             if (g == K_ZERO && b == 0) put_val(p->q, c->dt, at, 0.0f);
         }
@@ -977,6 +981,8 @@ static void kprob_make(kprob *p, const kcase *c) {
             else if (g == K_RANDOM) put_rand(p->base, c->dt, at);
             else if (g == K_DENORM) put_val(p->base, c->dt, at, ldexpf((float)rng_range(-7, 7), -140));
             else if (g == K_EDGE) put_val(p->base, c->dt, at, d == 0 ? edge_val(c->dt) : grid_val());
+            else if (g == K_INC || g == K_DEC) /* base[i][0] = i (or N - i), exact in f32: IP and L2 monotone in i */
+                put_val(p->base, c->dt, at, d == 0 ? (float)(g == K_INC ? i : c->N - i) : 0.0f);
             else put_val(p->base, c->dt, at, grid_val());
             if (src < 0 && g == K_ZERO && i % 5 == 1) put_val(p->base, c->dt, at, 0.0f);
             if (src < 0 && g == K_NAN && rng_below(40) == 0) put_val(p->base, c->dt, at, NAN);
@@ -1444,6 +1450,8 @@ static void test_indexer_hot_set(void) {
         IC(.T = 3, .S = 5000, .H = 1, .D = 32, .k = 2048, .dt = LTK_DTYPE_E4M3, .gen = G_EQUAL, .state = ST_WORST),
         IC(.T = 3, .S = 1500, .H = 2, .D = 32, .k = 200, .dt = LTK_DTYPE_F32, .gen = G_NANHEAVY, .state = ST_JUNK),
         IC(.T = 3, .S = 3000, .H = 4, .D = 32, .k = 64, .dt = LTK_DTYPE_BF16, .gen = G_RANDOM, .state = ST_BEST),
+        IC(.T = 5, .S = 3000, .H = 4, .D = 32, .k = 64, .dt = LTK_DTYPE_E4M3, .gen = G_GRID, .state = ST_WORST, .hotcap = 5),
+        IC(.T = 5, .S = 3000, .H = 4, .D = 32, .k = 64, .dt = LTK_DTYPE_F32, .gen = G_RANDOM, .state = ST_CARRY, .hotcap = 1),
         IC(.T = 3, .S = 4000, .H = 2, .D = 32, .k = 300, .dt = LTK_DTYPE_E4M3, .gen = G_TIES, .state = ST_BEST,
            .ranges = R_CAUSAL),
     };
@@ -1508,6 +1516,19 @@ static void test_knn_nonfinite(void) {
     }
 }
 
+/* Scores monotone along the base: every vector raises a running threshold (IP increasing; L2
+ * distance increasing, i.e. the best come first), and the reverse. */
+static void test_knn_monotone(void) {
+    const kcase cs[] = {
+        KC(.B = 2, .N = 50000, .D = 4, .k = 2048, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_IP, .gen = K_INC),
+        KC(.B = 2, .N = 50000, .D = 4, .k = 2048, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_IP, .gen = K_DEC),
+        KC(.B = 2, .N = 4099, .D = 32, .k = 100, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_L2, .gen = K_INC),
+        KC(.B = 2, .N = 4099, .D = 32, .k = 100, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_L2, .gen = K_DEC,
+           .flags = LTK_FLAG_UNSORTED),
+    };
+    run_kcases(cs, sizeof cs / sizeof cs[0]);
+}
+
 static void test_knn_denormal(void) {
     kcase c = KC(.B = 3, .N = 1000, .D = 32, .k = 40, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_IP, .gen = K_DENORM);
     knn_case(&c);
@@ -1561,6 +1582,17 @@ static void test_select_adversarial(void) {
     run_scases(cs, sizeof cs / sizeof cs[0]);
 }
 
+static void test_select_k_edges(void) {
+    static const int64_t Cs[] = {1, 7, 255, 257, 4099};
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 3; j++) {
+            int32_t k = j == 0 ? 1 : j == 1 ? (int32_t)Cs[i] : (int32_t)Cs[i] + 3;
+            scase c = SC(.R = 3, .C = Cs[i], .k = k, .dt = kdt[(i + j) % 3], .flags = (uint32_t)((i + j) % 4),
+                         .gen = (i + j) % 2 ? S_TIES : S_BITS, .strided = j == 2);
+            select_case(&c);
+        }
+}
+
 static void test_select_ranges_strided(void) {
     const scase cs[] = {
         SC(.R = 6, .C = 3000, .k = 200, .dt = LTK_DTYPE_F32, .gen = S_RANDOM, .ranges = R_EMPTY, .strided = 1),
@@ -1572,10 +1604,89 @@ static void test_select_ranges_strided(void) {
     run_scases(cs, sizeof cs / sizeof cs[0]);
 }
 
+/* ---- concurrent callers ------------------------------------------------------------------- */
+/* Several application threads call the same backend at once (each call with its own OpenMP team
+ * and its own hot-set state): every result equals the one computed alone. */
+enum { CT = 4, CR = 4, CC = 20000, CK = 500, CS = 3000, CH = 4, CD = 32, CIK = 64 };
+typedef struct {
+    ltk_backend be;
+    float *scores;
+    uint8_t *q, *kv;
+    float *w;
+    int32_t *sel_want, *idx_want, *hot_want;
+    int32_t nhot_want;
+    int bad; /* 0 ok; else a code of the first mismatch */
+} cjob;
+
+static int cjob_run(cjob *j, int32_t *sel, int32_t *idx, int32_t *hot, int32_t *nhot) {
+    ltk_exec e = {.backend = j->be};
+    ltk_select_args sa = {.rows = CR, .cols = CC, .k = CK, .dtype = LTK_DTYPE_F32, .scores = j->scores, .out_idx = sel};
+    if (ltk_select_topk(&sa, &e) != LTK_OK) return 1;
+    ltk_indexer_state *st = NULL;
+    if (ltk_indexer_state_create(j->be, 3 * CIK, &st) != LTK_OK) return 2;
+    ltk_indexer_args ia = {.T = CR, .S = CS, .H = CH, .D = CD, .k = CIK, .dtype = LTK_DTYPE_E4M3, .q = j->q, .kv = j->kv,
+                           .weights = j->w, .out_idx = idx, .state = st};
+    ltk_status s = ltk_indexer_topk(&ia, &e); /* cold, then again with the hot set it left */
+    if (s == LTK_OK) s = ltk_indexer_topk(&ia, &e);
+    if (s == LTK_OK) s = ltk_indexer_state_get(st, hot, 3 * CIK, nhot);
+    ltk_indexer_state_free(st);
+    return s == LTK_OK ? 0 : 3;
+}
+
+static void *cjob_thread(void *arg) {
+    cjob *j = arg;
+    int32_t *sel = malloc(sizeof(int32_t) * CR * CK), *idx = malloc(sizeof(int32_t) * CR * CIK);
+    int32_t *hot = malloc(sizeof(int32_t) * 3 * CIK), nhot = -1;
+    for (int rep = 0; rep < 3 && !j->bad; rep++) {
+        int rc = cjob_run(j, sel, idx, hot, &nhot);
+        if (rc) j->bad = 10 + rc;
+        else if (memcmp(sel, j->sel_want, sizeof(int32_t) * CR * CK)) j->bad = 20;
+        else if (memcmp(idx, j->idx_want, sizeof(int32_t) * CR * CIK)) j->bad = 21;
+        else if (nhot != j->nhot_want || memcmp(hot, j->hot_want, sizeof(int32_t) * (size_t)nhot)) j->bad = 22;
+    }
+    free(sel), free(idx), free(hot);
+    return NULL;
+}
+
+static void test_concurrent_calls(void) {
+    for (int b = 0; b < g_nbe; b++) {
+        if (g_be[b] == LTK_BACKEND_CUDA) continue; /* host memory only here */
+        cjob jobs[CT];
+        pthread_t th[CT];
+        for (int i = 0; i < CT; i++) {
+            cjob *j = &jobs[i];
+            memset(j, 0, sizeof *j);
+            j->be = g_be[b];
+            j->scores = malloc(sizeof(float) * CR * CC);
+            j->q = malloc(CR * CH * CD), j->kv = malloc(CS * CD), j->w = malloc(sizeof(float) * CR * CH);
+            for (int x = 0; x < CR * CC; x++) j->scores[x] = (float)rng_range(-50, 50); /* ties */
+            for (int x = 0; x < CR * CH * CD; x++) put_rand(j->q, LTK_DTYPE_E4M3, x);
+            for (int x = 0; x < CS * CD; x++) put_rand(j->kv, LTK_DTYPE_E4M3, x);
+            for (int x = 0; x < CR * CH; x++) j->w[x] = (float)rng_normal();
+            j->sel_want = malloc(sizeof(int32_t) * CR * CK);
+            j->idx_want = malloc(sizeof(int32_t) * CR * CIK);
+            j->hot_want = malloc(sizeof(int32_t) * 3 * CIK);
+            int rc = cjob_run(j, j->sel_want, j->idx_want, j->hot_want, &j->nhot_want);
+            CHECK(rc == 0, "%s: sequential run failed (%d): %s", ltk_backend_name(g_be[b]), rc, ltk_last_error());
+        }
+        for (int i = 0; i < CT; i++) pthread_create(&th[i], NULL, cjob_thread, &jobs[i]);
+        for (int i = 0; i < CT; i++) pthread_join(th[i], NULL);
+        for (int i = 0; i < CT; i++) {
+            cjob *j = &jobs[i];
+            CHECK(j->bad == 0, "%s: caller thread %d: %s", ltk_backend_name(g_be[b]), i,
+                  j->bad == 20 ? "select result differs from the sequential one"
+                  : j->bad == 21 ? "indexer result differs from the sequential one"
+                  : j->bad == 22 ? "hot set differs from the sequential one" : "call failed");
+            free(j->scores), free(j->q), free(j->kv), free(j->w), free(j->sel_want), free(j->idx_want), free(j->hot_want);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     init_backends();
     static const t_test tests[] = {
         T_ENTRY(test_select_random),        T_ENTRY(test_select_adversarial),   T_ENTRY(test_select_ranges_strided),
+        T_ENTRY(test_select_k_edges),       T_ENTRY(test_knn_monotone),
         T_ENTRY(test_knn_random),           T_ENTRY(test_knn_exact_grid_ties),  T_ENTRY(test_knn_bin_edges),
         T_ENTRY(test_knn_zero_vectors),
         T_ENTRY(test_knn_flat_overflow),    T_ENTRY(test_knn_nonfinite),        T_ENTRY(test_knn_denormal),
@@ -1583,7 +1694,7 @@ int main(int argc, char **argv) {
         T_ENTRY(test_indexer_all_equal),    T_ENTRY(test_indexer_flat_overflow), T_ENTRY(test_indexer_ties_boundary),
         T_ENTRY(test_indexer_monotone),     T_ENTRY(test_indexer_nonfinite),    T_ENTRY(test_indexer_nan_inputs),
         T_ENTRY(test_indexer_denormal),     T_ENTRY(test_indexer_ranges),       T_ENTRY(test_indexer_strided),
-        T_ENTRY(test_indexer_hot_set),
+        T_ENTRY(test_indexer_hot_set),      T_ENTRY(test_concurrent_calls),
     };
     int rc = T_RUN_ALL(tests);
     free(g_mark);
