@@ -330,7 +330,7 @@ static double brute_indexer_score(const icfg *c, const void *q, int64_t qs, cons
 }
 
 /* One random case on the grid against the brute force; returns 1 when every row is right. */
-static int indexer_case(const icfg *c, ltk_indexer_state *state) {
+static int indexer_case(const icfg *c, ltk_indexer_state *state, int32_t cap) {
     size_t el = ltk_dtype_size(c->dt);
     int64_t qs = (int64_t)c->H * c->D + (c->strided ? 3 : 0), kvs = c->D + (c->strided ? 2 : 0);
     int64_t ws = c->H + (c->strided ? 1 : 0), os = c->k + (c->strided ? 2 : 0);
@@ -391,7 +391,7 @@ static int indexer_case(const icfg *c, ltk_indexer_state *state) {
     }
     /* The hot set after the call: the keys voted most often (votes desc, larger index first). */
     if (ok && state) {
-        int32_t cap = 0, cnt = -1;
+        int32_t cnt = -1;
         int32_t *keys = malloc(sizeof(int32_t) * (size_t)(c->T * c->k + 1));
         int32_t *votes = calloc((size_t)c->S + 1, sizeof(int32_t));
         for (int64_t t = 0; t < c->T; t++)
@@ -399,11 +399,12 @@ static int indexer_case(const icfg *c, ltk_indexer_state *state) {
                 int32_t x = oi[t * os + j];
                 if (x >= 0) votes[x + ((c->flags & LTK_FLAG_ABSOLUTE) || !c->ranges ? 0 : ks[t])]++;
             }
-        ltk_indexer_state_get(state, NULL, 0, &cap);
         st = ltk_indexer_state_get(state, keys, c->T * c->k + 1, &cnt);
         int64_t distinct = 0;
         for (int64_t s = 0; s < c->S; s++) distinct += votes[s] > 0;
-        ok = CHECK(st == LTK_OK, "state_get: %s", ltk_last_error());
+        ok = CHECK(st == LTK_OK, "state_get: %s", ltk_last_error()) &&
+             CHECK(cnt == (distinct < cap ? distinct : cap), "hot set holds %d keys, want min(%lld voted, capacity %d)",
+                   cnt, (long long)distinct, cap);
         for (int32_t i = 0; i < cnt && ok; i++) {
             int32_t x = keys[i];
             ok = CHECK(x >= 0 && x < c->S && votes[x] > 0, "hot key %d has no vote", x);
@@ -418,7 +419,6 @@ static int indexer_case(const icfg *c, ltk_indexer_state *state) {
         }
         free(keys);
         free(votes);
-        (void)distinct;
     }
     free(q), free(kv), free(w), free(scale), free(ks), free(ke), free(oi), free(osc), free(gi), free(v);
     return ok;
@@ -432,7 +432,7 @@ static void test_indexer_vs_brute(void) {
                   .scores = (int)rng_below(2), .scale = (int)rng_below(2), .ranges = (int)rng_below(2),
                   .strided = (int)rng_below(2), .special = it % 4 == 3};
         c.k = (int32_t)rng_range(1, c.S + 4);
-        if (!indexer_case(&c, NULL)) return;
+        if (!indexer_case(&c, NULL, 0)) return;
     }
 }
 
@@ -447,7 +447,7 @@ static void test_indexer_state_vote(void) {
         ASSERT_STATUS(ltk_indexer_state_create(LTK_BACKEND_REF, cap, &st), LTK_OK, NULL);
         int32_t junk[6] = {-5, (int32_t)c.S + 3, 0, 0, INT32_MAX, 1};
         ASSERT_STATUS(ltk_indexer_state_set(st, junk, 6), LTK_OK, NULL);
-        int ok = indexer_case(&c, st);
+        int ok = indexer_case(&c, st, cap);
         ltk_indexer_state_free(st);
         if (!ok) return;
     }
