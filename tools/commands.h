@@ -6,5 +6,6 @@ int cmd_demo(int argc, char **argv);
 int cmd_knn(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_prefill(int argc, char **argv);
 
 #endif

@@ -19,6 +19,7 @@ static void print_help(FILE *f) {
             "commands:\n"
             "  demo    DSA indexer prefill, fused vs materialize side by side, checked bit for bit\n"
             "  knn     k nearest neighbours of query vectors in a base file (.fvecs .bvecs .fbin .u8bin .npy)\n"
+            "  prefill whole-sequence indexer (DeepSeek V3.2 / V4 CSA) in chunks, fused vs materialize\n"
             "  bench   benchmarks: bench dsa | bench knn | bench select, JSON lines with --json\n"
             "  info    backends, devices and build options\n"
             "  version print the version\n"
@@ -82,6 +83,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "knn")) return cmd_knn(argc, argv);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc, argv);
     if (!strcmp(cmd, "info")) return cmd_info(argc, argv);
+    if (!strcmp(cmd, "prefill")) return cmd_prefill(argc, argv);
     fprintf(stderr, "litetopk: unknown command '%s'\n\n", cmd);
     print_help(stderr);
     return CLI_EXIT_USAGE;
