@@ -72,6 +72,8 @@ tmo() { # tmo MAX: seconds a step may take
   [ "$1" -lt $left ] && echo "$1" || echo $left
 }
 
+# the sm_90a scan is opt-in in the library until it has passed here (cuda.cu, sm90_wanted)
+export LTK_CUDA_SM90=${LTK_CUDA_SM90:-1}
 if [ "$MODE" != bench ]; then
   step "smoke test"
   timeout $(tmo 45) "$BIN/test-cuda-indexer" small_edges >"$OUT/test.log" 2>&1
@@ -79,7 +81,7 @@ if [ "$MODE" != bench ]; then
   note "smoke rc=$rc: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
   if [ $rc -eq 124 ]; then
     note "smoke test hung: the sm_90a kernel is suspect; tests go on on the portable path, no benchmarks"
-    export LTK_CUDA_PORTABLE=1
+    export LTK_CUDA_PORTABLE=1 LTK_CUDA_SM90=0
     HUNG=1
   fi
   step "GPU tests"
@@ -88,6 +90,11 @@ if [ "$MODE" != bench ]; then
   note "test-cuda-indexer rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
   grep -E "^\[ FAIL|FAIL " "$OUT/test.log" | head -12 | tee -a "$SUM"
   grep -E "cold:|hot :" "$OUT/test.log" | tee -a "$SUM"
+  if [ "${HUNG:-0}" != 1 ]; then
+    step "small GPU tests on the portable path (the library default)"
+    LTK_CUDA_PORTABLE=1 timeout $(tmo 90) "$BIN/test-cuda-indexer" small_ >>"$OUT/test.log" 2>&1
+    note "test-cuda-indexer (portable) rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
+  fi
   for t in select knn; do
     if [ -x "$BIN/test-cuda-$t" ] && [ "${SKIP_OTHERS:-0}" != 1 ]; then
       timeout $(tmo 120) "$BIN/test-cuda-$t" >>"$OUT/test.log" 2>&1

@@ -26,6 +26,16 @@
 #define SM90_THREADS (128 * (1 + SM90_MATH_WG))
 #define SM90_MATH_WARPS (4 * SM90_MATH_WG)
 #define SM90_WSTRIDE 36 /* floats per lane-quad weight row (padding: conflict-free 16-byte loads) */
+/* Register split. setmaxnreg.inc takes registers only from the CTA's pool, which holds what
+ * setmaxnreg.dec released: 128 * (launch - producer) must cover 512 * (math - launch), or the math
+ * warps wait forever (the first version asked for 8192 with 7168 released and hung). The launch
+ * allocation is the __launch_bounds__ cap, 65536 / 640 rounded down to 8 = 96; the host checks
+ * that ptxas kept it (cudaFuncAttributes::numRegs) before it uses this kernel. */
+#define SM90_REG_LAUNCH ((65536 / SM90_THREADS) & ~7)
+#define SM90_REG_PRODUCER 32
+#define SM90_REG_MATH 112
+static_assert(128 * (SM90_REG_LAUNCH - SM90_REG_PRODUCER) >= 128 * SM90_MATH_WG * (SM90_REG_MATH - SM90_REG_LAUNCH),
+              "setmaxnreg: the math warps would ask the CTA pool for more registers than the producer releases");
 
 /* Per-row state of the current unit, in shared memory. */
 struct sm90_row {
@@ -205,7 +215,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const bool fused = p.mode == LTK_SCAN_FUSED;
     if (warp < 4) {
         /* ---------------- producer warp group: TMA warp, refresh warp, two idle warps ------------ */
-        ltk_setmaxnreg_dec<40>();
+        ltk_setmaxnreg_dec<SM90_REG_PRODUCER>();
         if (warp == 0) {
             if (lane != 0) return;
             int stage = 0;
@@ -273,7 +283,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     }
 
     /* ---------------- math warp groups ------------------------------------------------------- */
-    ltk_setmaxnreg_inc<112>();
+    ltk_setmaxnreg_inc<SM90_REG_MATH>();
     const int wg = warp / 4 - 1;          /* 0..3 */
     const int mt = threadIdx.x - 128;     /* 0..511 */
     const int wq = warp - 4;              /* math warp 0..15 */
@@ -519,7 +529,8 @@ static int sm90_image_ok(void) {
         cudaFuncAttributes fa;
         cudaError_t e = cudaFuncGetAttributes(&fa, ltk_sm90_scan_kernel<64>);
         if (e != cudaSuccess) (void)cudaGetLastError();
-        ok = e == cudaSuccess && fa.binaryVersion == 90;
+        /* the register split above assumes the launch allocation; anything else could deadlock */
+        ok = e == cudaSuccess && fa.binaryVersion == 90 && fa.numRegs == SM90_REG_LAUNCH;
     }
     return ok;
 }
