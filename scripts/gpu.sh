@@ -162,7 +162,7 @@ fi
 if [ "$MODE" != bench ]; then
   if command -v compute-sanitizer >/dev/null; then
     step "compute-sanitizer"
-    for run in memcheck:small_edges memcheck:small_flat memcheck:small_state racecheck:small_edges; do
+    for run in memcheck:small_edges memcheck:small_flat memcheck:small_state racecheck:small_race; do
       tool=${run%%:*}
       f=${run#*:}
       echo "== $tool $f" >>"$OUT/sanitizer.log"

@@ -787,6 +787,16 @@ static void small_determinism_score_only(void) {
     inp_free(&in);
 }
 
+/* one tiny case for racecheck (which slows every shared-memory access by orders of magnitude) */
+static void small_race(void) {
+    cfg_t c = base_cfg(3, 700, 64, 50);
+    c.ranges = 2;
+    run_case(&c, 2e-3, 0, -1);
+    c = base_cfg(2, 600, 16, 16); /* flat: 600 equal scores overflow the 384 slots: dense fallback */
+    c.kv_mode = 1;
+    run_case(&c, 2e-3, 0, 1);
+}
+
 /* ---- large shapes ------------------------------------------------------------------------- */
 static void large_h64_causal(void) {
     cfg_t c = base_cfg(512, 262144 + 37, 64, 2048);
@@ -894,6 +904,7 @@ static const t_test tests[] = {
     T_ENTRY(small_random_vs_exact),  T_ENTRY(small_portable_vs_exact), T_ENTRY(small_flat_overflow),
     T_ENTRY(small_ties_at_k),        T_ENTRY(small_nan_inf),           T_ENTRY(small_edges),
     T_ENTRY(small_state),            T_ENTRY(small_workspace_graph),   T_ENTRY(small_determinism_score_only),
+    T_ENTRY(small_race),
     T_ENTRY(large_h64_causal),       T_ENTRY(large_h32_k512),          T_ENTRY(large_k8192),
     T_ENTRY(large_flat_overflow),    T_ENTRY(large_hot_state),         T_ENTRY(large_64bit_offsets),
 };
