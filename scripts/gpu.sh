@@ -3,8 +3,12 @@
 # small cases, the indexer benchmarks (tests/cuda/bench-cuda-indexer and `litetopk bench dsa`), the
 # lines of bench/gpu-cases.sh, a Figure-5(a)-style plot, and a summary table printed last.
 #
-#   scripts/gpu.sh prepare        (here, no GPU needed) build sm_90a binaries into gpu-bin/ to carry
+#   scripts/gpu.sh prepare        (here, no GPU needed) build sm_90a binaries, packed in gpu-pack/
 #   scripts/gpu.sh [all|tests|bench|quick]   (on the GPU machine) run; results under $OUT
+# Device tool: run `scripts/gpu.sh prepare` here, then run(command="scripts/gpu.sh all",
+# carry=["gpu-pack"]). Knobs: GPU_BUDGET_S (whole call, default 540), TEST_S, REPS, BENCH_S, CHUNKS
+# ("1024 128" adds chunked CLI runs), SKIP_CASES=1 (no bench/gpu-cases.sh), SKIP_OTHERS=1 (no
+# select/kNN tests). The sm_90a scan is opt-in in the library (LTK_CUDA_SM90=1, exported here).
 #
 # Binaries: gpu-bin/ when carried (prepare), else a build into build-gpu on the spot.
 # Outputs ($OUT, at most 8 files): test.log sanitizer.log bench.jsonl bench.log extra.log
