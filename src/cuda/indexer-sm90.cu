@@ -361,14 +361,15 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         const uint64_t desc_b = ltk_desc_sw128(q_s + qs * 16384);
 
         for (int32_t t = sm90_next_tile<BQ>(t0, t1, lo, hi); t < t1; t = sm90_next_tile<BQ>(t + 1, t1, lo, hi)) {
-            const int32_t kbase = t * SM90_BKV + wg * 64 + mrow;
+            /* unsigned: the last tile of an S close to 2^31 may reach past INT32_MAX (never in range) */
+            const uint32_t kbase = (uint32_t)t * SM90_BKV + wg * 64 + mrow;
             /* kv_scale of this lane's two key rows, loaded before the wait to hide the latency */
             float scl[2];
 #pragma unroll
             for (int r = 0; r < 2; r++) {
-                int32_t key = kbase + 8 * r;
+                uint32_t key = kbase + 8 * r;
                 scl[r] = 1.0f;
-                if (p.kv_scale) scl[r] = key < p.S ? __ldg(p.kv_scale + key) : 0.0f;
+                if (p.kv_scale) scl[r] = (int64_t)key < p.S ? __ldg(p.kv_scale + key) : 0.0f;
             }
             ltk_mbar_wait(&full_b[stage], phase);
             const uint64_t desc_a = ltk_desc_sw128(kv_s + stage * (SM90_BKV * 128) + wg * (64 * 128));
@@ -436,10 +437,10 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 #pragma unroll
                 for (int i = 0; i < NE; i++) {
                     const int f = c * NE + i;
-                    const int32_t key = kbase + 8 * (f & 1);
-                    if ((uint32_t)(key - my_lo[i]) < (uint32_t)(my_hi[i] - my_lo[i])) {
+                    const uint32_t key = kbase + 8 * (f & 1);
+                    if (key - (uint32_t)my_lo[i] < (uint32_t)(my_hi[i] - my_lo[i])) {
                         const int32_t lr = row_s[f >> 1].lr;
-                        p.logits[(int64_t)lr * p.ld + (key - p.col_lo)] = sc[i];
+                        p.logits[(int64_t)lr * p.ld + ((int64_t)key - p.col_lo)] = sc[i];
                     }
                 }
                 continue;
@@ -450,9 +451,9 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 #pragma unroll
             for (int i = 0; i < NE; i++) {
                 const int f = c * NE + i;
-                const int32_t key = kbase + 8 * (f & 1);
+                const uint32_t key = kbase + 8 * (f & 1);
                 const float edge = __int_as_float(atomicOr((int32_t *)&row_s[f >> 1].edge, 0));
-                pass[i] = sc[i] >= edge && (uint32_t)(key - my_lo[i]) < (uint32_t)(my_hi[i] - my_lo[i]);
+                pass[i] = sc[i] >= edge && key - (uint32_t)my_lo[i] < (uint32_t)(my_hi[i] - my_lo[i]);
                 any |= pass[i];
             }
             if (__any_sync(0xffffffffu, any)) {
@@ -470,7 +471,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                             const int pos = cnt[q] + __popc(m & lt);
                             ltk_cand e;
                             e.score = sc[i];
-                            e.idx = kbase + 8 * (f & 1);
+                            e.idx = (int32_t)(kbase + 8 * (f & 1));
                             my_stage[q * LISTQ + pos] = e;
                             /* fire-and-forget: only the refresh warp reads the histogram */
                             atomicAdd(hist_s + q * LTK_NB + ltk_bin(sc[i], row_s[q].smin, row_s[q].delta), 1);
