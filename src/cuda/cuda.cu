@@ -8,7 +8,9 @@
  *   -> prep (per-row bins and initial threshold) -> fused scan -> exact select of the candidates
  *   -> exact dense fallback for rows whose buffer overflowed (materialize for those rows only)
  * then, with a state, the hot-set vote. Nothing is allocated and nothing waits on the host
- * unless exec->stats is set (the statistics are copied back). */
+ * unless exec->stats is set (the statistics are copied back).
+ * The scan kernel is the sm_90a one (indexer-sm90.cu) when LTK_CUDA_SM90=1 and the shapes allow
+ * it, else the portable one (indexer-portable.cu); see sm90_wanted(). */
 #include <cuda.h>
 #include <cuda_runtime.h>
 
