@@ -47,6 +47,16 @@ void *ltk_aligned_alloc(size_t bytes) {
 
 void ltk_aligned_free(void *p) { free(p); }
 
+ltk_status ltk_host_alloc(size_t bytes, void **ptr) {
+    *ptr = ltk_aligned_alloc(bytes);
+    return *ptr ? LTK_OK : ltk_error(LTK_ENOMEM, "host allocation of %zu bytes failed", bytes);
+}
+
+ltk_status ltk_host_copy(void *dst, const void *src, size_t bytes) {
+    memcpy(dst, src, bytes);
+    return LTK_OK;
+}
+
 /* ---- hot set ------------------------------------------------------------------------------ */
 typedef struct { int32_t value, pos; } val_pos;
 

@@ -83,6 +83,9 @@ float ltk_load_f32(const void *p, ltk_dtype dt, int64_t i);
 /* Host allocations aligned to 64 bytes (NULL on failure). */
 void *ltk_aligned_alloc(size_t bytes);
 void ltk_aligned_free(void *p);
+/* The memory entries of the host backends' vtables. */
+ltk_status ltk_host_alloc(size_t bytes, void **ptr);
+ltk_status ltk_host_copy(void *dst, const void *src, size_t bytes);
 
 /* Hot-set update shared by host backends: votes over the top-k output (absolute indices),
  * keeps the `capacity` most voted (votes desc, index desc). `idx` rows of `k` with stride. */

@@ -179,17 +179,6 @@ static ltk_status ref_select(const ltk_select_args *a, const ltk_exec *e, void *
     return LTK_OK;
 }
 
-/* ---- memory ------------------------------------------------------------------------------- */
-static ltk_status host_alloc(size_t bytes, void **p) {
-    *p = ltk_aligned_alloc(bytes);
-    return *p ? LTK_OK : ltk_error(LTK_ENOMEM, "host allocation of %zu bytes failed", bytes);
-}
-static void host_free(void *p) { ltk_aligned_free(p); }
-static ltk_status host_copy(void *dst, const void *src, size_t bytes) {
-    memcpy(dst, src, bytes);
-    return LTK_OK;
-}
-
 const ltk_backend_i ltk_backend_ref = {
     /* .name              = */ "ref",
     /* .available         = */ ref_available,
@@ -200,9 +189,9 @@ const ltk_backend_i ltk_backend_ref = {
     /* .knn               = */ ref_knn,
     /* .select_workspace  = */ ref_select_ws,
     /* .select            = */ ref_select,
-    /* .mem_alloc         = */ host_alloc,
-    /* .mem_free          = */ host_free,
-    /* .mem_to_host       = */ host_copy,
-    /* .mem_from_host     = */ host_copy,
+    /* .mem_alloc         = */ ltk_host_alloc,
+    /* .mem_free          = */ ltk_aligned_free,
+    /* .mem_to_host       = */ ltk_host_copy,
+    /* .mem_from_host     = */ ltk_host_copy,
     /* .stream_sync       = */ NULL,
 };
