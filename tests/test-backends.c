@@ -924,9 +924,17 @@ static void run_icases(const icase *cs, size_t n) {
 /* ================================================================================================
  * kNN
  * ============================================================================================== */
-enum { K_RANDOM, K_GRID, K_ZERO, K_EQUAL, K_NAN, K_INF, K_DENORM, K_EDGE, K_INC, K_DEC };
+enum { K_RANDOM, K_GRID, K_ZERO, K_EQUAL, K_NAN, K_INF, K_DENORM, K_EDGE, K_INC, K_DEC, K_RULER };
 static const char *kgen_name[] = {"random", "grid+duplicates", "zero-vectors", "all-equal", "nan", "inf", "denormal",
-                                  "bin-edges", "increasing", "decreasing"};
+                                  "bin-edges", "increasing", "decreasing", "ruler"};
+
+/* Trailing zero bits of i (i = 0 counts as 20): the ruler sequence 0 1 0 2 0 1 0 3 ... */
+static float ruler(int64_t i) {
+    int t = 0;
+    if (i == 0) return 20.0f;
+    while (!(i & 1)) i >>= 1, t++;
+    return (float)t;
+}
 static const char *metric_name[] = {"ip", "l2", "cos"};
 
 typedef struct {
@@ -972,6 +980,8 @@ static void kprob_make(kprob *p, const kcase *c) {
             else if (g == K_DENORM) put_val(p->q, c->dt, at, (float)rng_range(-3, 3));
             else if (g == K_EDGE) put_val(p->q, c->dt, at, d == 0 ? 1.0f : 0.0f); /* IP = base[i][0] */
             else if (g == K_INC || g == K_DEC) put_val(p->q, c->dt, at, c->metric == LTK_METRIC_L2 ? 0.0f : d == 0 ? 1.0f : 0.0f);
+            else if (g == K_RULER) /* even rows rank by ruler(i) (IP: base[i][0]; L2: distance 20 - ruler), odd ones reversed */
+                put_val(p->q, c->dt, at, d ? 0.0f : c->metric == LTK_METRIC_L2 ? (b % 2 ? 64.0f : 0.0f) : (b % 2 ? -1.0f : 1.0f));
             else put_val(p->q, c->dt, at, grid_val());
             if (g == K_ZERO && b == 0) put_val(p->q, c->dt, at, 0.0f);
         }
@@ -987,6 +997,8 @@ static void kprob_make(kprob *p, const kcase *c) {
             else if (g == K_EDGE) put_val(p->base, c->dt, at, d == 0 ? edge_val(c->dt) : grid_val());
             else if (g == K_INC || g == K_DEC) /* base[i][0] = i (or N - i), exact in f32: IP and L2 monotone in i */
                 put_val(p->base, c->dt, at, d == 0 ? (float)(g == K_INC ? i : c->N - i) : 0.0f);
+            else if (g == K_RULER)
+                put_val(p->base, c->dt, at, d ? 0.0f : c->metric == LTK_METRIC_L2 ? 20.0f - ruler(i) : ruler(i));
             else put_val(p->base, c->dt, at, grid_val());
             if (src < 0 && g == K_ZERO && i % 5 == 1) put_val(p->base, c->dt, at, 0.0f);
             if (src < 0 && g == K_NAN && rng_below(40) == 0) put_val(p->base, c->dt, at, NAN);
@@ -1533,6 +1545,32 @@ static void test_knn_monotone(void) {
     run_kcases(cs, sizeof cs / sizeof cs[0]);
 }
 
+/* Scores by the ruler sequence over a power-of-two base: a strided sample with a power-of-two
+ * stride sees only the high levels, so a start threshold predicted from it passes fewer than k
+ * entries of the base. The CPU backend must notice (fewer than k entries passed its start edge)
+ * and redo those rows from the conservative start (stats.fallback_rows). */
+static void test_knn_sample_misled(void) {
+    const kcase cs[] = {
+        KC(.B = 3, .N = 32768, .D = 4, .k = 2048, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_IP, .gen = K_RULER, .threads = 1),
+        KC(.B = 4, .N = 32768, .D = 8, .k = 1000, .dt = LTK_DTYPE_BF16, .metric = LTK_METRIC_L2, .gen = K_RULER,
+           .flags = LTK_FLAG_UNSORTED, .strided = 1),
+        KC(.B = 2, .N = 65536, .D = 16, .k = 300, .dt = LTK_DTYPE_F16, .metric = LTK_METRIC_IP, .gen = K_RULER),
+    };
+    run_kcases(cs, sizeof cs / sizeof cs[0]);
+    for (int b = 0; b < g_nbe; b++) {
+        if (g_be[b] != LTK_BACKEND_CPU) continue;
+        kprob p;
+        kprob_make(&p, &cs[0]);
+        krun f = {0};
+        test_ctx("knn ruler: the cpu fallback is exercised");
+        if (run_knn(&p, LTK_BACKEND_CPU, LTK_ALGO_FUSED, 1, 0, 0, 0, &f, "cpu fused"))
+            CHECK(f.st.s->fallback_rows > 0, "cpu fused: fallback_rows = %lld: the misleading sample was not caught",
+                  (long long)f.st.s->fallback_rows);
+        krun_free(&f);
+        kprob_free(&p);
+    }
+}
+
 static void test_knn_denormal(void) {
     kcase c = KC(.B = 3, .N = 1000, .D = 32, .k = 40, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_IP, .gen = K_DENORM);
     knn_case(&c);
@@ -1690,7 +1728,7 @@ int main(int argc, char **argv) {
     init_backends();
     static const t_test tests[] = {
         T_ENTRY(test_select_random),        T_ENTRY(test_select_adversarial),   T_ENTRY(test_select_ranges_strided),
-        T_ENTRY(test_select_k_edges),       T_ENTRY(test_knn_monotone),
+        T_ENTRY(test_select_k_edges),       T_ENTRY(test_knn_monotone),         T_ENTRY(test_knn_sample_misled),
         T_ENTRY(test_knn_random),           T_ENTRY(test_knn_exact_grid_ties),  T_ENTRY(test_knn_bin_edges),
         T_ENTRY(test_knn_zero_vectors),
         T_ENTRY(test_knn_flat_overflow),    T_ENTRY(test_knn_nonfinite),        T_ENTRY(test_knn_denormal),

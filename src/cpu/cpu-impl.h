@@ -66,7 +66,8 @@ int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, con
 int64_t ltkc_select_cap(int64_t n, int64_t k);
 
 /* ---- per-row gate state (row.c) ----------------------------------------------------------------- */
-enum { LTKC_MODE_BINS = 0, LTKC_MODE_EXACT = 1, LTKC_MODE_ALL = 2 };
+/* EDGE: a fixed float gate, no histogram (kNN's predicted start); an overflow compacts exactly. */
+enum { LTKC_MODE_BINS = 0, LTKC_MODE_EXACT = 1, LTKC_MODE_ALL = 2, LTKC_MODE_EDGE = 3 };
 
 typedef struct {
     float smin, delta; /* bin(x) = clamp(floor((x - smin) * delta), 0, NB-1) */
@@ -99,6 +100,8 @@ static inline int32_t ltkc_bin(const ltkc_row *r, float x) {
 void ltkc_row_setup(ltkc_row *r, float *score, int64_t *idx, uint32_t *hist, int64_t cap, int64_t k, int mode);
 /* Bins and initial threshold from m sample scores (distinct valid keys of the row). */
 void ltkc_row_init_sample(ltkc_row *r, const float *s, int64_t m, const ltkc_rowtmp *t);
+/* Only the bins (smin, delta) from the finite sample scores. */
+void ltkc_row_sample_bins(ltkc_row *r, const float *s, int64_t m);
 void ltkc_row_overflow(ltkc_row *r, const ltkc_rowtmp *t);
 float ltkc_edge_of(const ltkc_row *r, int32_t th);
 
@@ -121,6 +124,8 @@ static inline void ltkc_row_push(ltkc_row *r, float s, int64_t i, const ltkc_row
         if (b >= r->th) r->cnt_ge++;
     } else if (r->mode == LTKC_MODE_EXACT) {
         if (!ltk_better(s, i, r->kth_s, r->kth_i)) return;
+    } else if (r->mode == LTKC_MODE_EDGE) {
+        if (!(s >= r->edge)) return;
     }
     if (r->count == r->cap) ltkc_row_overflow(r, t);
     r->score[r->count] = s;
@@ -148,6 +153,14 @@ typedef struct {
     int dp;            /* elements per head row in the q block (D2 pairs or D floats) */
 } ltkc_idx_geom;
 
+/* Cache lines a kernel prefetches (into L2) while it runs, spread over its inner loop: n vectors
+ * of lpv 64-byte lines, stride bytes apart (the next kNN tile). */
+typedef struct ltkc_pf {
+    const char *base;
+    int64_t stride;
+    int n, lpv;
+} ltkc_pf;
+
 typedef struct ltkc_kern {
     const char *name;
     int has_bf16; /* vdpbf16ps indexer path and kNN screening */
@@ -163,13 +176,15 @@ typedef struct ltkc_kern {
     void (*keys_f32)(const float *s, int64_t n, uint32_t *keys);
 
     /* kNN bf16 screening (NULL unless has_bf16). Panels of 16 vectors, pairs of d. */
-    void (*knn_pack_tile)(const float *X, int64_t ldx, int nx, int D, uint32_t *packed);
+    /* also xn[j] = canonical squared norm of vector j (dots_pairs of x with itself), j < nx */
+    void (*knn_pack_tile)(const float *X, int64_t ldx, int nx, int D, uint32_t *packed, float *xn);
     void (*knn_pack_query)(const float *q, int D, uint32_t *pairs);
     /* For queries i < nq and vectors j < nx (nx multiple of 16 in the packed tile, lanes >= nx
      * ignored): approx dot -> rigorous upper bound U of the canonical rank score (see knn.c), pass
      * bit iff !(U < edge[i]). qa: per-query params [4*nq], xa: per-vector params [2*nxp]. */
     void (*knn_screen)(const uint32_t *qpairs, int nq, const uint32_t *packed, int nx, int D, int metric,
-                       const float *qa, const float *xa, const float *edge, uint64_t *mask, int mask_words);
+                       const float *qa, const float *xa, const float *edge, uint64_t *mask, int mask_words,
+                       const struct ltkc_pf *pf);
 
     /* Indexer. q block for one row: [H][dp] (pairs or floats); tile: layout private to the kernel. */
     void (*idx_pack_q)(const void *q, ltk_dtype dt, const ltkc_idx_geom *g, void *dst);

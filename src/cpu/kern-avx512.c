@@ -119,6 +119,15 @@ T512 static void v_dots_pairs(const float *const *qp, const float *const *xp, in
         const float *x0 = xp[p], *x1 = xp[p + 1], *x2 = xp[p + 2], *x3 = xp[p + 3];
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         int c = 0;
+        if (q0 == q1 && q0 == q2 && q0 == q3) { /* one query (kNN rescoring lists): load it once */
+            for (; c + 16 <= D; c += 16) {
+                __m512 vq = _mm512_loadu_ps(q0 + c);
+                a0 = _mm512_fmadd_ps(vq, _mm512_loadu_ps(x0 + c), a0);
+                a1 = _mm512_fmadd_ps(vq, _mm512_loadu_ps(x1 + c), a1);
+                a2 = _mm512_fmadd_ps(vq, _mm512_loadu_ps(x2 + c), a2);
+                a3 = _mm512_fmadd_ps(vq, _mm512_loadu_ps(x3 + c), a3);
+            }
+        }
         for (; c + 16 <= D; c += 16) {
             a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + c), _mm512_loadu_ps(x0 + c), a0);
             a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q1 + c), _mm512_loadu_ps(x1 + c), a1);
@@ -432,28 +441,50 @@ T512BF static void b_idx_score(const void *qrow, const float *w, const void *til
 }
 
 /* ---- kNN bf16 screening -------------------------------------------------------------------- */
-/* packed[(p*D2 + j)*16 + l] = bf16 pair (x[16p+l][2j], x[16p+l][2j+1]); RNE by vcvtne2ps2bf16. */
-T512BF static void k_pack_tile(const float *X, int64_t ldx, int nx, int D, uint32_t *packed) {
+/* packed[(p*D2 + j)*16 + l] = bf16 pair (x[16p+l][2j], x[16p+l][2j+1]); RNE by vcvtne2ps2bf16.
+ * xn[v] = canonical squared norm of vector v (the same FMA chunks and tree as dot1(x, x)). */
+T512BF static void k_pack_tile(const float *X, int64_t ldx, int nx, int D, uint32_t *packed, float *xn) {
     int D2 = (D + 1) / 2, np = (nx + 15) / 16;
+    float acc[16 * 16] __attribute__((aligned(64))); /* norm accumulators in memory: the transpose needs the registers */
     for (int p = 0; p < np; p++) {
+        memset(acc, 0, sizeof acc);
+        const float *xp = X + (int64_t)p * 16 * ldx;
         for (int j0 = 0; j0 < D2; j0 += 16) {
             int d0 = 2 * j0, nd = D - d0 < 32 ? D - d0 : 32;
             __m512i r[16];
+            uint32_t *o = packed + ((size_t)p * D2 + j0) * 16;
+            if (nd == 32 && p * 16 + 16 <= nx) { /* the common case, unrolled so that r stays in registers */
+#pragma GCC unroll 16
+                for (int l = 0; l < 16; l++) {
+                    const float *x = xp + l * ldx + d0;
+                    __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
+                    _mm512_store_ps(acc + 16 * l, _mm512_fmadd_ps(hi, hi, _mm512_fmadd_ps(lo, lo, _mm512_load_ps(acc + 16 * l))));
+                    r[l] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+                }
+                transpose16(r);
+#pragma GCC unroll 16
+                for (int m = 0; m < 16; m++) _mm512_storeu_si512((void *)(o + m * 16), r[m]);
+                continue;
+            }
             for (int l = 0; l < 16; l++) {
                 int v = p * 16 + l;
                 if (v >= nx) {
                     r[l] = _mm512_setzero_si512();
                     continue;
                 }
-                const float *x = X + v * ldx + d0;
+                const float *x = xp + l * ldx + d0;
                 __m512 lo = nd >= 16 ? _mm512_loadu_ps(x) : ld_tail(x, nd);
                 __m512 hi = nd >= 32 ? _mm512_loadu_ps(x + 16) : (nd > 16 ? ld_tail(x + 16, nd - 16) : _mm512_setzero_ps());
+                __m512 a = _mm512_fmadd_ps(lo, lo, _mm512_load_ps(acc + 16 * l));
+                if (nd > 16) a = _mm512_fmadd_ps(hi, hi, a); /* only the chunks the dot form has */
+                _mm512_store_ps(acc + 16 * l, a);
                 r[l] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
             }
             transpose16(r);
             int nj = D2 - j0 < 16 ? D2 - j0 : 16;
-            for (int m = 0; m < nj; m++) _mm512_storeu_si512((void *)(packed + ((size_t)p * D2 + j0 + m) * 16), r[m]);
+            for (int m = 0; m < nj; m++) _mm512_storeu_si512((void *)(o + m * 16), r[m]);
         }
+        for (int l = 0; l < 16 && p * 16 + l < nx; l++) xn[p * 16 + l] = reduce1(_mm512_load_ps(acc + 16 * l));
     }
 }
 
@@ -492,15 +523,35 @@ T512BF static inline __mmask16 screen_epi(__m512 acc, int metric, const float *q
     return _mm512_cmp_ps_mask(U, _mm512_set1_ps(edge), _CMP_NLT_UQ); /* !(U < edge): NaN passes */
 }
 
+/* Prefetch cursor over ltkc_pf lines: `per` lines at each step of the kernels' inner loop, so that
+ * the next tile streams in evenly (a burst stalls on the full miss queue). */
+typedef struct {
+    const char *vp;
+    int64_t stride;
+    int l, lpv, vleft, per;
+} pfcur;
+
+static inline void pf_step(pfcur *c) {
+    for (int t = 0; t < c->per && c->vleft > 0; t++) {
+        __builtin_prefetch(c->vp + (int64_t)c->l * 64, 0, 2);
+        if (++c->l == c->lpv) {
+            c->l = 0;
+            c->vp += c->stride;
+            c->vleft--;
+        }
+    }
+}
+
 #define SCREEN_FN(QR, PR)                                                                                       \
     T512BF static void screen_##QR##_##PR(const uint32_t *qp, int D2, const uint32_t *packed, int p0, int nx,     \
                                           int metric, const float *qa, const float *xa, int xs, const float *edge, \
-                                          uint64_t *mask, int mw) {                                              \
+                                          uint64_t *mask, int mw, pfcur *pc) {                                   \
         __m512 a[QR][PR];                                                                                        \
         for (int x = 0; x < QR; x++)                                                                             \
             for (int y = 0; y < PR; y++) a[x][y] = _mm512_setzero_ps();                                          \
         const uint32_t *pk = packed + (size_t)p0 * D2 * 16;                                                      \
         for (int j = 0; j < D2; j++) {                                                                           \
+            if (pc->vleft > 0) pf_step(pc);                                                                      \
             __m512bh k[PR];                                                                                      \
             for (int y = 0; y < PR; y++) k[y] = (__m512bh)_mm512_loadu_si512((const void *)(pk + ((size_t)y * D2 + j) * 16)); \
             for (int x = 0; x < QR; x++) {                                                                       \
@@ -525,26 +576,34 @@ SCREEN_FN(1, 1)
 
 /* xa is SoA over the padded tile width xs = 16 * panels: nx bound, ex, xn, sqrt(xn). */
 T512BF static void k_screen(const uint32_t *qpairs, int nq, const uint32_t *packed, int nx, int D, int metric,
-                            const float *qa, const float *xa, const float *edge, uint64_t *mask, int mw) {
+                            const float *qa, const float *xa, const float *edge, uint64_t *mask, int mw,
+                            const ltkc_pf *pf) {
     int D2 = (D + 1) / 2, np = (nx + 15) / 16, xs = np * 16;
     for (int i = 0; i < nq * mw; i++) mask[i] = 0;
+    pfcur pcur = {NULL, 0, 0, 1, 0, 0}, *pc = &pcur;
+    if (pf && pf->n > 0) {
+        int groups = nq / 8 + (nq % 8) / 4 + nq % 4;
+        int64_t steps = (int64_t)groups * (np / 3 + np % 3) * D2, lines = (int64_t)pf->n * pf->lpv;
+        pcur = (pfcur){pf->base, pf->stride, 0, pf->lpv, pf->n, (int)((lines + steps - 1) / steps)};
+    }
     int i = 0;
     while (i < nq) {
         int qr = nq - i >= 8 ? 8 : (nq - i >= 4 ? 4 : 1);
         const uint32_t *qp = qpairs + (size_t)i * D2;
         int p = 0;
         for (; p + 3 <= np; p += 3) {
-            if (qr == 8) screen_8_3(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw);
-            else if (qr == 4) screen_4_3(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw);
-            else screen_1_3(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw);
+            if (qr == 8) screen_8_3(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw, pc);
+            else if (qr == 4) screen_4_3(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw, pc);
+            else screen_1_3(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw, pc);
         }
         for (; p < np; p++) {
-            if (qr == 8) screen_8_1(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw);
-            else if (qr == 4) screen_4_1(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw);
-            else screen_1_1(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw);
+            if (qr == 8) screen_8_1(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw, pc);
+            else if (qr == 4) screen_4_1(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw, pc);
+            else screen_1_1(qp, D2, packed, p, nx, metric, qa + 4 * i, xa, xs, edge + i, mask + (size_t)i * mw, mw, pc);
         }
         i += qr;
     }
+    while (pc->vleft > 0) pf_step(pc);
 }
 
 const ltkc_kern ltkc_kern_avx512 = {

@@ -17,6 +17,24 @@
  * rank score. A pair is rescored exactly iff !(U < edge); all others provably fail the gate.
  * The returned set is therefore the exact top-k of the canonical fp32 scores, the same scores
  * the materialize path writes.
+ *
+ * Predicted initial threshold (verified, so still exact). The sample has ms ~ 128 N/k entries
+ * (clamped to a few % of the base), so about mu = ms k/N of them lie above the row's k-th best.
+ * Instead of the sample's k-th best (a quantile k/ms, far below the row's k-th), the gate starts at
+ * e0 = the sample's rp-th best score, rp = the smallest r with P(Poisson(mu) >= r) <= 1e-6: a
+ * threshold a few standard deviations BELOW the estimated k-th, so that with overwhelming
+ * probability at least k entries of the row pass it. Such a row gates with the fixed edge e0
+ * (LTKC_MODE_EDGE: no histogram, which would hardly ever raise it). This is only a guess; the
+ * proof comes after the scan. Every entry pushed into the row's buffers passed a gate >= e0
+ * (gates only rise), and the scan pushes every index at most once (the sample is never pushed).
+ * So if the threads pushed >= k entries of the row in all (sum of `appended`), at least k scores
+ * of the row are >= e0, its k-th best is >= e0, and no top-k entry was rejected by the start
+ * edge. The only raises are an exact compaction (the k-th best of >= k pushed entries) and gates
+ * shared by the other threads (their own start e0 or such a compaction), never above the k-th
+ * best either; so the final select is exact. If fewer than k were pushed, the guess was too
+ * tight (rare, or an adversarial order or distribution): the row is redone with the conservative
+ * start, the bin of the sample's k-th best (a subset's k-th best is <= the row's), and counted in
+ * fallback_rows; its candidates/compactions stats add both passes.
  */
 #include "cpu-impl.h"
 
@@ -32,7 +50,16 @@
 typedef struct {
     int nth, nq_max, D, Dp, D2, k, metric, screen, mode;
     int64_t N, cap, ms;
+    int64_t rp; /* rank in the sample of the predicted start threshold; 0: none */
 } plan;
+
+/* Start of a query's gate, from the sample (identical for every thread). */
+typedef struct {
+    float smin, delta, edge_c; /* bins; conservative start: the edge of the bin of the sample's k-th best */
+    int32_t th_c;
+    float edge_p;              /* predicted start: the sample's rp-th best score, if pred */
+    int32_t pred;
+} qinit;
 
 typedef struct {
     float *tile;      /* [NT][Dp] decoded vectors */
@@ -63,9 +90,32 @@ typedef struct {
     float *qn, *sq, *qa; /* [QB], [QB], [QB][4] */
     float *sample;    /* [QB][ms] */
     uint32_t *gedge;  /* [QB] best gate edge published by any thread (float bits) */
+    qinit *qi;        /* [QB] */
+    int32_t *rowmap;  /* [QB] row of the block each slot answers (slots are compacted for redos) */
+    int32_t *fail;    /* [QB] 1: the predicted start was not verified, redo the slot */
+    int64_t *app0, *comp0; /* [QB] first-pass work of a redone slot (stats) */
 } shared;
 
 static double gam(double n) { return n * 0x1p-24 / (1.0 - n * 0x1p-24); }
+
+/* Smallest r with P(Poisson(mu) >= r) <= 1e-6, mu = n k / N: the Poisson tail bounds the tail of
+ * the number of sample entries above the row's k-th best (binomial/hypergeometric for a random
+ * sample, above the mean). 0 when r >= k (no better than the sample's k-th best). */
+static int64_t pred_rank(int64_t n, int64_t k, int64_t N) {
+    double mu = (double)n * (double)k / (double)N;
+    int64_t r = 0;
+    if (mu < 400.0) {
+        double pmf = exp(-mu), tail = 1.0; /* tail = P(X >= r) */
+        while (tail > 1e-6 && r < n) {
+            tail -= pmf;
+            r++;
+            pmf *= mu / (double)r;
+        }
+    } else {
+        r = (int64_t)ceil(mu + 5.3 * sqrt(mu) + 2.0); /* ~5 sigma plus the skew */
+    }
+    return r >= k || r > n ? 0 : r;
+}
 
 static plan make_plan(const ltk_knn_args *a, const ltk_exec *e) {
     plan p;
@@ -82,10 +132,20 @@ static plan make_plan(const ltk_knn_args *a, const ltk_exec *e) {
     p.mode = a->N <= a->k ? LTKC_MODE_ALL : LTKC_MODE_BINS;
     p.cap = 2 * (int64_t)a->k + 256;
     p.ms = 0;
+    p.rp = 0;
     if (p.mode == LTKC_MODE_BINS) {
-        int64_t ms = 2 * (int64_t)a->k;
-        if (ms < 4096) ms = 4096;
+        /* >= 128 expected sample entries above the k-th best (pred_rank), at least 2k (the
+         * conservative start), at most ~1.6-3% of the base (cost) and 64K per query (workspace);
+         * a power of two, so the strided positions c N / ms form a lattice when N is one too. */
+        int64_t lo = 2 * (int64_t)a->k > 4096 ? 2 * (int64_t)a->k : 4096;
+        int64_t hi = a->N / 64 < 65536 ? a->N / 64 : 65536;
+        if (hi < lo) hi = lo;
+        int64_t want = (int64_t)ceil(128.0 * (double)a->N / (double)a->k);
+        want = want < lo ? lo : want > hi ? hi : want;
+        int64_t ms = 1;
+        while (ms < want) ms <<= 1;
         p.ms = ms < a->N ? ms : a->N;
+        p.rp = pred_rank(p.ms, a->k, a->N);
     }
     const ltkc_kern *K = ltkc_kernels();
     p.screen = K->has_bf16 && K->knn_screen && p.mode == LTKC_MODE_BINS && e->algo == LTK_ALGO_FUSED;
@@ -106,6 +166,11 @@ static size_t fused_layout(const plan *p, char *base, shared *sh, thr **thp) {
     s.qa = ltkc_take(&w, sizeof(float) * 4 * q);
     s.sample = ltkc_take(&w, sizeof(float) * (size_t)q * (size_t)(p->ms > 0 ? p->ms : 1));
     s.gedge = ltkc_take(&w, sizeof(uint32_t) * q);
+    s.qi = ltkc_take(&w, sizeof(qinit) * q);
+    s.rowmap = ltkc_take(&w, sizeof(int32_t) * q);
+    s.fail = ltkc_take(&w, sizeof(int32_t) * q);
+    s.app0 = ltkc_take(&w, sizeof(int64_t) * q);
+    s.comp0 = ltkc_take(&w, sizeof(int64_t) * q);
     if (sh) *sh = s;
     size_t cap = (size_t)p->cap, mcap = cap * (size_t)p->nth;
     for (int t = 0; t < p->nth; t++) {
@@ -196,6 +261,9 @@ static void prepare_queries(const ltk_knn_args *a, const plan *p, const ltkc_ker
                             shared *s) {
     for (int i = 0; i < nq; i++) {
         s->gedge[i] = ltk_f32_bits(-INFINITY); /* before the team starts: no stale edge of the last block */
+        s->rowmap[i] = i;
+        s->fail[i] = 0;
+        s->app0[i] = s->comp0[i] = 0;
         float *q = s->Qf + (size_t)i * p->Dp;
         for (int d = 0; d < p->D; d++) q[d] = ltk_load_f32(a->queries, a->dtype, (b0 + i) * a->q_stride + d);
         for (int d = p->D; d < p->Dp; d++) q[d] = 0.0f;
@@ -262,10 +330,14 @@ static void push_exact_tile(const ltk_knn_args *a, const plan *p, const ltkc_ker
     }
 }
 
-/* Returns the number of pairs rescored. */
+static void prefetch_all(const ltkc_pf *f) {
+    for (int j = 0; j < f->n; j++)
+        for (int l = 0; l < f->lpv; l++) __builtin_prefetch(f->base + j * f->stride + (int64_t)l * 64, 0, 2);
+}
+
+/* The tile is packed (x->packed) and its norms are in x->xa. Returns the number of pairs rescored. */
 static int screen_tile(const ltk_knn_args *a, const plan *p, const ltkc_kern *K, const shared *s, thr *x, int nq,
-                       const float *X, int64_t ld, int64_t i0, int n) {
-    K->knn_pack_tile(X, ld, n, p->D, x->packed);
+                       const float *X, int64_t ld, int64_t i0, int n, const ltkc_pf *pf) {
     int np = (n + 15) / 16, xs = np * 16;
     /* SoA over the padded width for the kernel: nx, ex, xn, sx */
     float *nx = x->sc, *ex = nx + xs, *xn2 = ex + xs, *sx2 = xn2 + xs; /* sc is free here */
@@ -280,7 +352,7 @@ static int screen_tile(const ltk_knn_args *a, const plan *p, const ltkc_kern *K,
         sx2[j] = j < n ? sx[j] : 0.0f;
     }
     for (int i = 0; i < nq; i++) x->edge[i] = x->rows[i].edge;
-    K->knn_screen(s->Qp, nq, x->packed, n, p->D, p->metric, s->qa, nx, x->edge, x->mask, MW);
+    K->knn_screen(s->Qp, nq, x->packed, n, p->D, p->metric, s->qa, nx, x->edge, x->mask, MW, pf);
     int np_ = 0;
     for (int i = 0; i < nq; i++)
         for (int w = 0; w < MW; w++)
@@ -301,17 +373,20 @@ static int screen_tile(const ltk_knn_args *a, const plan *p, const ltkc_kern *K,
     return np_;
 }
 
+/* One scan of the base for the nq query slots of s. redo: the slots are rows whose predicted
+ * start failed verification; their qinit is kept and the conservative start is used. */
 static void fused_block(const ltk_knn_args *a, const ltk_exec *e, const plan *p, const ltkc_kern *K, shared *s,
-                        thr *th, int64_t b0, int nq, ltk_stats *st) {
+                        thr *th, int64_t b0, int nq, ltk_stats *st, int redo) {
     int nth = p->nth;
     int unsorted = (a->flags & LTK_FLAG_UNSORTED) != 0;
     int gate = e->algo != LTK_ALGO_SCORE_ONLY;
+    int bins = p->mode == LTKC_MODE_BINS && gate;
 #pragma omp parallel num_threads(nth)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads(); /* the team may be smaller than asked */
         thr *x = &th[t];
         /* 1. sample: strided, distinct, shared by all queries; threads split it */
-        if (p->ms > 0 && gate) {
+        if (p->ms > 0 && gate && !redo) {
             int64_t per = (p->ms + nt - 1) / nt, c0 = per * t, c1 = c0 + per < p->ms ? c0 + per : p->ms;
             int64_t g[NT];
             for (int64_t c = c0; c < c1; c += NT) {
@@ -329,13 +404,52 @@ static void fused_block(const ltk_knn_args *a, const ltk_exec *e, const plan *p,
             }
         }
 #pragma omp barrier
-        /* 2. rows: identical bins in every thread (same sample) */
-        for (int i = 0; i < nq; i++) {
-            ltkc_row_setup(&x->rows[i], x->rscore + (size_t)i * p->cap, x->ridx + (size_t)i * p->cap,
-                           x->rhist ? x->rhist + (size_t)i * LTKC_NB : NULL, p->cap, p->k, p->mode);
-            if (p->mode == LTKC_MODE_BINS && gate) ltkc_row_init_sample(&x->rows[i], s->sample + (size_t)i * p->ms, p->ms, &x->tmp);
+        /* 2. per query: bins, the conservative and the predicted start (header comment) */
+        if (bins && !redo) {
+#pragma omp for schedule(dynamic, 1)
+            for (int i = 0; i < nq; i++) {
+                const float *smp = s->sample + (size_t)i * p->ms;
+                ltkc_row tm;
+                memset(&tm, 0, sizeof tm);
+                ltkc_row_sample_bins(&tm, smp, p->ms);
+                qinit q = {tm.smin, tm.delta, -INFINITY, 0, -INFINITY, 0};
+                if (p->ms >= p->k) { /* always in BINS mode: ms >= min(2k, N) > k */
+                    K->keys_f32(smp, p->ms, x->tmp.keys);
+                    int64_t te;
+                    uint32_t Kc = ltkc_kth_key(x->tmp.keys, p->ms, p->k, &te, x->tmp.hist);
+                    q.th_c = ltkc_bin(&tm, ltk_rank_key_to_f32(Kc)); /* NaN: bin 0 */
+                    q.edge_c = ltkc_edge_of(&tm, q.th_c);
+                    if (p->rp > 0) {
+                        uint32_t Kr = ltkc_kth_key(x->tmp.keys, p->ms, p->rp, &te, x->tmp.hist);
+                        float e0 = ltk_rank_key_to_f32(Kr);
+                        /* only a start above the conservative one (and above -inf; not NaN) */
+                        if (Kr > Kc && e0 > -INFINITY && e0 > q.edge_c) {
+                            q.edge_p = e0;
+                            q.pred = 1;
+                        }
+                    }
+                }
+                s->qi[i] = q;
+            }
         }
-        /* 3. scan this thread's slice of the base */
+        /* 3. rows: identical bins and start in every thread */
+        for (int i = 0; i < nq; i++) {
+            ltkc_row *r = &x->rows[i];
+            const qinit *q = &s->qi[i];
+            int pred = bins && !redo && q->pred; /* a fixed edge: the histogram would hardly ever raise it */
+            ltkc_row_setup(r, x->rscore + (size_t)i * p->cap, x->ridx + (size_t)i * p->cap,
+                           x->rhist ? x->rhist + (size_t)i * LTKC_NB : NULL, p->cap, p->k,
+                           pred ? LTKC_MODE_EDGE : p->mode);
+            if (pred) {
+                r->edge = q->edge_p;
+            } else if (bins) {
+                r->smin = q->smin;
+                r->delta = q->delta;
+                r->th = q->th_c;
+                r->edge = q->edge_c;
+            }
+        }
+        /* 4. scan this thread's slice of the base */
         int64_t per = (p->N + nt - 1) / nt;
         per = (per + 15) & ~(int64_t)15;
         int64_t n0 = per * t < p->N ? per * t : p->N, n1 = n0 + per < p->N ? n0 + per : p->N;
@@ -344,29 +458,31 @@ static void fused_block(const ltk_knn_args *a, const ltk_exec *e, const plan *p,
             int n = n1 - i0 < NT ? (int)(n1 - i0) : NT;
             int64_t ld;
             const float *X = tile_rows(a, p, i0, n, NULL, x->tile, &ld);
-            tile_norms(K, X, ld, n, p->D, x->xa + 2 * NT);
-            for (int j = 0; j < n; j++) x->xa[3 * NT + j] = sqrtf(x->xa[2 * NT + j]);
-            if (a->dtype == LTK_DTYPE_F32 && i0 + NT < n1) {
-                /* the next tile streams from memory while this one is scored */
-                const char *nxt = (const char *)((const float *)a->base + (i0 + NT) * a->base_stride);
-                int nn = n1 - i0 - NT < NT ? (int)(n1 - i0 - NT) : NT;
-                for (int j = 0; j < nn; j++)
-                    for (size_t off = 0; off < sizeof(float) * (size_t)p->D; off += 64)
-                        __builtin_prefetch(nxt + (size_t)j * a->base_stride * sizeof(float) + off, 0, 2);
+            ltkc_pf pf = {NULL, 0, 0, (int)((sizeof(float) * (size_t)p->D + 63) / 64)};
+            if (a->dtype == LTK_DTYPE_F32 && i0 + NT < n1) { /* the next tile streams in while this one is scored */
+                pf.base = (const char *)((const float *)a->base + (i0 + NT) * a->base_stride);
+                pf.stride = a->base_stride * (int64_t)sizeof(float);
+                pf.n = n1 - i0 - NT < NT ? (int)(n1 - i0 - NT) : NT;
             }
             int screenable = p->screen && gate;
             for (int i = 0; i < nq && screenable; i++)
                 if (x->rows[i].edge == -INFINITY) screenable = 0;
             if (screenable && use_screen >= 0) {
-                int passed = screen_tile(a, p, K, s, x, nq, X, ld, i0, n);
+                K->knn_pack_tile(X, ld, n, p->D, x->packed, x->xa + 2 * NT); /* bf16 tile and the norms */
+                for (int j = 0; j < n; j++) x->xa[3 * NT + j] = sqrtf(x->xa[2 * NT + j]);
+                int passed = screen_tile(a, p, K, s, x, nq, X, ld, i0, n, &pf);
                 /* Many rescored pairs cost more than the plain fp32 tile: skip screening a while. */
                 if (passed * 4 > nq * n) use_screen = -8;
             } else {
+                prefetch_all(&pf);
+                tile_norms(K, X, ld, n, p->D, x->xa + 2 * NT);
+                for (int j = 0; j < n; j++) x->xa[3 * NT + j] = sqrtf(x->xa[2 * NT + j]);
                 push_exact_tile(a, p, K, s, x, nq, X, ld, i0, n, gate);
                 if (use_screen < 0) use_screen++;
             }
-            /* Share gates: a thread's edge is backed by >= k of this query's keys, so it is a
-             * valid lower bound of the query's k-th best for every thread (design.md step 3). */
+            /* Share gates: a thread's edge is the common start edge or was raised by a refresh,
+             * backed by >= k of this query's keys; so it is a valid lower bound of the query's k-th
+             * best for every thread (design.md step 3; the start edge: header comment). */
             for (int i = 0; i < nq; i++) {
                 ltkc_row *r = &x->rows[i];
                 ltkc_row_refresh(r);
@@ -377,21 +493,34 @@ static void fused_block(const ltk_knn_args *a, const ltk_exec *e, const plan *p,
             }
         }
 #pragma omp barrier
-        /* 4. merge per query (index order: thread slices are in increasing order) */
+        /* 5. merge per query (index order: thread slices are in increasing order) */
 #pragma omp for schedule(dynamic, 1)
         for (int i = 0; i < nq; i++) {
-            int64_t n = 0, app = 0, comp = 0;
+            int64_t n = 0, app = 0, comp = 0, row = b0 + s->rowmap[i];
+            for (int u = 0; u < nt; u++) {
+                ltkc_row *r = &th[u].rows[i];
+                app += r->appended;
+                comp += r->compactions;
+            }
+            s->fail[i] = 0;
+            if (bins && !redo && s->qi[i].pred && app < p->k) {
+                /* fewer than k pushed: the predicted start is not proven below the k-th best */
+                s->fail[i] = 1;
+                s->app0[i] = app;
+                s->comp0[i] = comp;
+                continue;
+            }
             for (int u = 0; u < nt; u++) {
                 ltkc_row *r = &th[u].rows[i];
                 memcpy(x->mscore + n, r->score, sizeof(float) * (size_t)r->count);
                 memcpy(x->midx + n, r->idx, sizeof(int64_t) * (size_t)r->count);
                 n += r->count;
-                app += r->appended;
-                comp += r->compactions;
             }
+            app += s->app0[i];
+            comp += s->comp0[i];
             int64_t m = 0, nnan = 0;
             if (gate) m = ltkc_final_arrays(x->mscore, n, p->k, &x->mtmp, x->sa, x->sb, unsorted, x->opos);
-            int fb = 0;
+            int fb = redo;
             if (gate && m < p->k && p->N > p->k) {
                 /* fewer than k non-NaN scores: the rest are the lowest-index NaN scores */
                 fb = 1;
@@ -409,11 +538,11 @@ static void fused_block(const ltk_knn_args *a, const ltk_exec *e, const plan *p,
                         if (sc != sc) nan_idx[nnan++] = i0 + j;
                     }
                 }
-                write_row(a, b0 + i, x->mscore, x->midx, x->opos, m, nnan, nan_idx);
+                write_row(a, row, x->mscore, x->midx, x->opos, m, nnan, nan_idx);
             } else if (gate) {
-                write_row(a, b0 + i, x->mscore, x->midx, x->opos, m, 0, NULL);
+                write_row(a, row, x->mscore, x->midx, x->opos, m, 0, NULL);
             } else {
-                write_row(a, b0 + i, x->mscore, x->midx, x->opos, 0, 0, NULL);
+                write_row(a, row, x->mscore, x->midx, x->opos, 0, 0, NULL);
             }
             if (st) {
 #pragma omp critical /* unnamed: a named one exports a symbol */
@@ -424,12 +553,27 @@ static void fused_block(const ltk_knn_args *a, const ltk_exec *e, const plan *p,
                     if (n > st->bin_entries_max) st->bin_entries_max = n;
                     st->compactions += comp;
                     st->fallback_rows += fb;
-                    if (st->row_candidates) st->row_candidates[b0 + i] = (int32_t)(app < INT32_MAX ? app : INT32_MAX);
-                    if (st->row_bin_entries) st->row_bin_entries[b0 + i] = (int32_t)(n < INT32_MAX ? n : INT32_MAX);
+                    if (st->row_candidates) st->row_candidates[row] = (int32_t)(app < INT32_MAX ? app : INT32_MAX);
+                    if (st->row_bin_entries) st->row_bin_entries[row] = (int32_t)(n < INT32_MAX ? n : INT32_MAX);
                 }
             }
         }
     }
+}
+
+/* Slot i's query data to slot j <= i (compaction of the rows to redo; qinit replaces the sample). */
+static void move_slot(const plan *p, shared *s, int i, int j) {
+    s->gedge[j] = ltk_f32_bits(-INFINITY); /* the redo starts from its own conservative edges */
+    if (i == j) return;
+    memcpy(s->Qf + (size_t)j * p->Dp, s->Qf + (size_t)i * p->Dp, sizeof(float) * (size_t)p->Dp);
+    if (p->screen) memcpy(s->Qp + (size_t)j * p->D2, s->Qp + (size_t)i * p->D2, sizeof(uint32_t) * (size_t)p->D2);
+    memcpy(s->qa + 4 * j, s->qa + 4 * i, sizeof(float) * 4);
+    s->qn[j] = s->qn[i];
+    s->sq[j] = s->sq[i];
+    s->qi[j] = s->qi[i];
+    s->rowmap[j] = s->rowmap[i];
+    s->app0[j] = s->app0[i];
+    s->comp0[j] = s->comp0[i];
 }
 
 /* ---- materialize ---------------------------------------------------------------------------------- */
@@ -598,7 +742,11 @@ ltk_status ltkc_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, size_t w
     for (int64_t b0 = 0; b0 < a->B; b0 += p.nq_max) {
         int nq = a->B - b0 < p.nq_max ? (int)(a->B - b0) : p.nq_max;
         prepare_queries(a, &p, K, b0, nq, &s);
-        fused_block(a, e, &p, K, &s, th, b0, nq, st);
+        fused_block(a, e, &p, K, &s, th, b0, nq, st, 0);
+        int nf = 0;
+        for (int i = 0; i < nq; i++)
+            if (s.fail[i]) move_slot(&p, &s, i, nf++);
+        if (nf) fused_block(a, e, &p, K, &s, th, b0, nf, st, 1);
     }
     if (st) {
         st->rows = a->B;

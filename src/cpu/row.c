@@ -32,8 +32,7 @@ float ltkc_edge_of(const ltkc_row *r, int32_t th) {
     return ltk_rank_key_to_f32(hi);
 }
 
-void ltkc_row_init_sample(ltkc_row *r, const float *s, int64_t m, const ltkc_rowtmp *t) {
-    if (r->mode != LTKC_MODE_BINS) return;
+void ltkc_row_sample_bins(ltkc_row *r, const float *s, int64_t m) {
     float mn = INFINITY, mx = -INFINITY;
     for (int64_t i = 0; i < m; i++) {
         float x = s[i];
@@ -48,6 +47,11 @@ void ltkc_row_init_sample(ltkc_row *r, const float *s, int64_t m, const ltkc_row
     if (!(w >= 1e-30)) w = 1e-30;
     r->smin = mn;
     r->delta = (float)((double)LTKC_NB / w); /* in [3e-36, 2e33]: a normal positive float */
+}
+
+void ltkc_row_init_sample(ltkc_row *r, const float *s, int64_t m, const ltkc_rowtmp *t) {
+    if (r->mode != LTKC_MODE_BINS) return;
+    ltkc_row_sample_bins(r, s, m);
     r->th = 0;
     if (m >= r->k) {
         for (int64_t i = 0; i < m; i++) t->keys[i] = ltk_rank_key(s[i]);
