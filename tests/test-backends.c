@@ -924,9 +924,12 @@ static void run_icases(const icase *cs, size_t n) {
 /* ================================================================================================
  * kNN
  * ============================================================================================== */
-enum { K_RANDOM, K_GRID, K_ZERO, K_EQUAL, K_NAN, K_INF, K_DENORM, K_EDGE, K_INC, K_DEC, K_RULER };
+enum { K_RANDOM, K_GRID, K_ZERO, K_EQUAL, K_NAN, K_INF, K_DENORM, K_EDGE, K_INC, K_DEC, K_RULER, K_SCALES };
 static const char *kgen_name[] = {"random", "grid+duplicates", "zero-vectors", "all-equal", "nan", "inf", "denormal",
-                                  "bin-edges", "increasing", "decreasing", "ruler"};
+                                  "bin-edges", "increasing", "decreasing", "ruler", "scales"};
+
+/* x with its low 16 bits cleared: exact in F32 and BF16, and so is x 2^e (no under/overflow) */
+static float bf16_cut(float x) { return t_bits_f32(t_f32_bits(x) & 0xffff0000u); }
 
 /* Trailing zero bits of i (i = 0 counts as 20): the ruler sequence 0 1 0 2 0 1 0 3 ... */
 static float ruler(int64_t i) {
@@ -970,13 +973,14 @@ static void kprob_make(kprob *p, const kcase *c) {
     p->full = malloc(sizeof(double) * (size_t)(B * N + 1));
     p->mag = malloc(sizeof(double) * (size_t)(B + 1));
     p->ref = malloc(sizeof(int64_t) * (size_t)(B * c->k));
-    p->exact = (g != K_RANDOM && c->metric != LTK_METRIC_COS) || g == K_DENORM;
+    p->exact = (g != K_RANDOM && g != K_SCALES && c->metric != LTK_METRIC_COS) || g == K_DENORM;
     for (int64_t i = 0; i < B * p->qs; i++) put_val(p->q, c->dt, i, NAN);
     for (int64_t i = 0; i < N * p->bs; i++) put_val(p->base, c->dt, i, NAN);
     for (int64_t b = 0; b < B; b++)
         for (int64_t d = 0; d < D; d++) {
             int64_t at = b * p->qs + d;
             if (g == K_RANDOM) put_rand(p->q, c->dt, at);
+            else if (g == K_SCALES) put_val(p->q, c->dt, at, bf16_cut((float)rng_normal()));
             else if (g == K_DENORM) put_val(p->q, c->dt, at, (float)rng_range(-3, 3));
             else if (g == K_EDGE) put_val(p->q, c->dt, at, d == 0 ? 1.0f : 0.0f); /* IP = base[i][0] */
             else if (g == K_INC || g == K_DEC) put_val(p->q, c->dt, at, c->metric == LTK_METRIC_L2 ? 0.0f : d == 0 ? 1.0f : 0.0f);
@@ -987,6 +991,7 @@ static void kprob_make(kprob *p, const kcase *c) {
         }
     for (int64_t i = 0; i < N; i++) {
         int64_t src = -1;
+        int sh = g == K_SCALES ? (int)rng_range(-60, 55) : 0; /* vector i times 2^sh (F32/BF16 range) */
         if (g == K_EQUAL && i > 0) src = 0;
         if ((g == K_GRID || g == K_ZERO || g == K_NAN) && i > 0 && rng_below(4) == 0) src = rng_below(i);
         for (int64_t d = 0; d < D; d++) {
@@ -999,6 +1004,7 @@ static void kprob_make(kprob *p, const kcase *c) {
                 put_val(p->base, c->dt, at, d == 0 ? (float)(g == K_INC ? i : c->N - i) : 0.0f);
             else if (g == K_RULER)
                 put_val(p->base, c->dt, at, d ? 0.0f : c->metric == LTK_METRIC_L2 ? 20.0f - ruler(i) : ruler(i));
+            else if (g == K_SCALES) put_val(p->base, c->dt, at, ldexpf(bf16_cut((float)rng_normal()), sh));
             else put_val(p->base, c->dt, at, grid_val());
             if (src < 0 && g == K_ZERO && i % 5 == 1) put_val(p->base, c->dt, at, 0.0f);
             if (src < 0 && g == K_NAN && rng_below(40) == 0) put_val(p->base, c->dt, at, NAN);
@@ -1571,6 +1577,28 @@ static void test_knn_sample_misled(void) {
     }
 }
 
+/* The CPU screens tiles in int8 (AVX-512 VNNI, D <= 1024) or bf16 before the exact rescoring:
+ * vectors of very different magnitudes (some beyond the screenable range, tiny or huge), D above
+ * the int8 limit, and the bf16 screen forced on (LTK_CPU_KNN_SCREEN) for a few adversarial cases. */
+static void test_knn_screens(void) {
+    const kcase cs[] = {
+        KC(.B = 3, .N = 3000, .D = 40, .k = 50, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_IP, .gen = K_SCALES),
+        KC(.B = 2, .N = 3000, .D = 33, .k = 300, .dt = LTK_DTYPE_BF16, .metric = LTK_METRIC_L2, .gen = K_SCALES,
+           .strided = 1),
+        KC(.B = 2, .N = 3000, .D = 64, .k = 20, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_COS, .gen = K_SCALES,
+           .flags = LTK_FLAG_UNSORTED),
+        KC(.B = 2, .N = 1500, .D = 1100, .k = 30, .dt = LTK_DTYPE_F16, .metric = LTK_METRIC_IP, .gen = K_RANDOM),
+        KC(.B = 2, .N = 5000, .D = 128, .k = 100, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_L2, .gen = K_GRID),
+        KC(.B = 3, .N = 2000, .D = 32, .k = 100, .dt = LTK_DTYPE_BF16, .metric = LTK_METRIC_COS, .gen = K_NAN),
+        KC(.B = 3, .N = 4000, .D = 8, .k = 64, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_IP, .gen = K_RANDOM, .threads = 1),
+    };
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) setenv("LTK_CPU_KNN_SCREEN", "bf16", 1);
+        run_kcases(cs, sizeof cs / sizeof cs[0]);
+    }
+    unsetenv("LTK_CPU_KNN_SCREEN");
+}
+
 static void test_knn_denormal(void) {
     kcase c = KC(.B = 3, .N = 1000, .D = 32, .k = 40, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_IP, .gen = K_DENORM);
     knn_case(&c);
@@ -1728,7 +1756,7 @@ int main(int argc, char **argv) {
     init_backends();
     static const t_test tests[] = {
         T_ENTRY(test_select_random),        T_ENTRY(test_select_adversarial),   T_ENTRY(test_select_ranges_strided),
-        T_ENTRY(test_select_k_edges),       T_ENTRY(test_knn_monotone),         T_ENTRY(test_knn_sample_misled),
+        T_ENTRY(test_select_k_edges),       T_ENTRY(test_knn_monotone),         T_ENTRY(test_knn_sample_misled),   T_ENTRY(test_knn_screens),
         T_ENTRY(test_knn_random),           T_ENTRY(test_knn_exact_grid_ties),  T_ENTRY(test_knn_bin_edges),
         T_ENTRY(test_knn_zero_vectors),
         T_ENTRY(test_knn_flat_overflow),    T_ENTRY(test_knn_nonfinite),        T_ENTRY(test_knn_denormal),

@@ -186,6 +186,18 @@ typedef struct ltkc_kern {
                        const float *qa, const float *xa, const float *edge, uint64_t *mask, int mask_words,
                        const struct ltkc_pf *pf);
 
+    /* kNN int8 screening (NULL unless the table has AVX-512 kernels; usable iff ltkc_cpu_vnni()).
+     * Words of 4 bytes per lane: unsigned x8 + 128 for the tile, signed q8 for the query; knn.c has
+     * the quantisation and the bound. pack_tile also writes the canonical squared norms xn, the
+     * scales xs (0: off) and the residual sums of squares xr2 (+inf: off); pack_query writes its
+     * scale and residual sum of squares to out[2] and 128 * sum(q8) to corr. screen: as
+     * knn_screen with LTKC_QA8 floats per query and xa SoA [6][xs]. D <= 1024. */
+    void (*knn8_pack_tile)(const float *X, int64_t ldx, int nx, int D, uint32_t *packed, float *xn, float *xs,
+                           float *xr2);
+    void (*knn8_pack_query)(const float *q, int D, uint32_t *q4, float *out, int32_t *corr);
+    void (*knn8_screen)(const uint32_t *q4, int nq, const uint32_t *packed, int nx, int D, int metric, const float *qa,
+                        const float *xa, const float *edge, uint64_t *mask, int mask_words, const struct ltkc_pf *pf);
+
     /* Indexer. q block for one row: [H][dp] (pairs or floats); tile: layout private to the kernel. */
     void (*idx_pack_q)(const void *q, ltk_dtype dt, const ltkc_idx_geom *g, void *dst);
     /* Decodes keys kv rows s_list[0..n) (n <= IDX_NK) into a tile; missing lanes are zero. */
@@ -198,6 +210,8 @@ typedef struct ltkc_kern {
 } ltkc_kern;
 
 const ltkc_kern *ltkc_kernels(void);
+int ltkc_cpu_vnni(void); /* AVX-512 VNNI present (the knn8 entries may run) */
+#define LTKC_QA8 8       /* floats per query of the int8 screen: s_q, a1, a2, qa3, qn, sqrt(qn), corr bits, 0 */
 extern const ltkc_kern ltkc_kern_scalar;
 #if defined(__x86_64__) || defined(__i386__)
 extern const ltkc_kern ltkc_kern_avx512;

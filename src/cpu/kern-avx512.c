@@ -4,6 +4,7 @@
 
 #if defined(LTKC_X86)
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define T512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")))
@@ -606,6 +607,268 @@ T512BF static void k_screen(const uint32_t *qpairs, int nq, const uint32_t *pack
     while (pc->vleft > 0) pf_step(pc);
 }
 
+/* ---- kNN int8 screening (AVX-512 VNNI): vpdpbusd, 4 products per lane, twice the bf16 rate ---- */
+#define T512VN __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma")))
+
+int ltkc_cpu_vnni(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni");
+}
+
+/* int8 form of a vector x (knn.c has the bound): with m = max |x_i| and the scale s = fl(m / 127),
+ * x8_i = RNE(fl(x_i * fl(127 / m))) (|x8_i| <= 127: |x_i 127/m| (1+u)^2 < 127.5), the residual
+ * dx_i = fl(x_i - s x8_i) and r2 = the sum of dx_i^2. A vector is "off" (s = 0, r2 = +inf: never
+ * screened out) unless m >= 2^-50 and its squared norm is <= 2^100 (so finite, no NaN). */
+T512VN static inline __m512i q8_chunk(__m512 f, __m512 inv, __m512 sc, __m512 *r2) {
+    __m512i xi = _mm512_cvt_roundps_epi32(_mm512_mul_ps(f, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 dx = _mm512_fnmadd_ps(sc, _mm512_cvtepi32_ps(xi), f);
+    *r2 = _mm512_fmadd_ps(dx, dx, *r2);
+    return xi;
+}
+
+/* Pass 1 of one vector: canonical squared norm (dot1 chunks and tree) and the scale. */
+T512VN static inline float q8_scale(const float *x, int D, float *inv, float *sc) {
+    const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    __m512 acc = _mm512_setzero_ps(), mx = acc;
+    int c = 0;
+    for (; c + 16 <= D; c += 16) {
+        __m512 a = _mm512_loadu_ps(x + c);
+        acc = _mm512_fmadd_ps(a, a, acc);
+        mx = _mm512_max_ps(mx, _mm512_and_ps(a, absm));
+    }
+    if (c < D) {
+        __m512 a = ld_tail(x + c, D - c);
+        acc = _mm512_fmadd_ps(a, a, acc);
+        mx = _mm512_max_ps(mx, _mm512_and_ps(a, absm));
+    }
+    float n2 = reduce1(acc), m = _mm512_reduce_max_ps(mx);
+    if (n2 <= 0x1p100f && m >= 0x1p-50f) {
+        *inv = 127.0f / m;
+        *sc = m / 127.0f;
+    } else {
+        *inv = *sc = 0.0f;
+    }
+    return n2;
+}
+
+/* q8_scale of 8 vectors x + l ldx at once (the same per-vector operations). */
+T512VN static inline void q8_scale8(const float *x, int64_t ldx, int D, float *inv, float *sc, float *xn) {
+    const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    __m512 acc[8], mx[8];
+    for (int l = 0; l < 8; l++) acc[l] = mx[l] = _mm512_setzero_ps();
+    int c = 0;
+    for (; c + 16 <= D; c += 16) {
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; l++) {
+            __m512 a = _mm512_loadu_ps(x + l * ldx + c);
+            acc[l] = _mm512_fmadd_ps(a, a, acc[l]);
+            mx[l] = _mm512_max_ps(mx[l], _mm512_and_ps(a, absm));
+        }
+    }
+    if (c < D)
+        for (int l = 0; l < 8; l++) {
+            __m512 a = ld_tail(x + l * ldx + c, D - c);
+            acc[l] = _mm512_fmadd_ps(a, a, acc[l]);
+            mx[l] = _mm512_max_ps(mx[l], _mm512_and_ps(a, absm));
+        }
+    for (int l = 0; l < 8; l++) {
+        float n2 = reduce1(acc[l]), m = _mm512_reduce_max_ps(mx[l]);
+        xn[l] = n2;
+        if (n2 <= 0x1p100f && m >= 0x1p-50f) {
+            inv[l] = 127.0f / m;
+            sc[l] = m / 127.0f;
+        } else {
+            inv[l] = sc[l] = 0.0f;
+        }
+    }
+}
+
+/* packed[(p*D4 + j)*16 + l] = bytes x8 + 128 (unsigned) of x[16p+l][4j..4j+3], zero padded (x8 = 0);
+ * xn[v] canonical squared norm, xs[v] scale (0: off), xr2[v] residual sum of squares (+inf: off). */
+T512VN static void k8_pack_tile(const float *X, int64_t ldx, int nx, int D, uint32_t *packed, float *xn, float *xs,
+                                float *xr2) {
+    int D4 = (D + 3) / 4, np = (nx + 15) / 16;
+    float inv[16], sc[16];
+    float r2[16 * 16] __attribute__((aligned(64)));
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int p = 0; p < np; p++) {
+        const float *xp = X + (int64_t)p * 16 * ldx;
+        int nv = nx - p * 16 < 16 ? nx - p * 16 : 16;
+        int l0 = 0;
+        if (nv == 16) /* 8 vectors at a time: 16 independent FMA/max chains instead of 2 */
+            for (; l0 < 16; l0 += 8) q8_scale8(xp + l0 * ldx, ldx, D, inv + l0, sc + l0, xn + p * 16 + l0);
+        for (int l = l0; l < 16; l++) {
+            inv[l] = sc[l] = 0.0f;
+            if (l < nv) xn[p * 16 + l] = q8_scale(xp + l * ldx, D, &inv[l], &sc[l]);
+        }
+        memset(r2, 0, sizeof r2);
+        for (int j0 = 0; j0 < D4; j0 += 16) {
+            int d0 = 4 * j0;
+            __m512i r[16];
+            if (d0 + 64 <= D && nv == 16) { /* the common case, unrolled so that r stays in registers */
+#pragma GCC unroll 16
+                for (int l = 0; l < 16; l++) {
+                    const float *x = xp + l * ldx + d0;
+                    __m512 vi = _mm512_set1_ps(inv[l]), vs = _mm512_set1_ps(sc[l]), acc = _mm512_load_ps(r2 + 16 * l);
+                    __m128i b0 = _mm512_cvtepi32_epi8(q8_chunk(_mm512_loadu_ps(x), vi, vs, &acc));
+                    __m128i b1 = _mm512_cvtepi32_epi8(q8_chunk(_mm512_loadu_ps(x + 16), vi, vs, &acc));
+                    __m128i b2 = _mm512_cvtepi32_epi8(q8_chunk(_mm512_loadu_ps(x + 32), vi, vs, &acc));
+                    __m128i b3 = _mm512_cvtepi32_epi8(q8_chunk(_mm512_loadu_ps(x + 48), vi, vs, &acc));
+                    _mm512_store_ps(r2 + 16 * l, acc);
+                    __m512i w = _mm512_inserti32x4(_mm512_castsi128_si512(b0), b1, 1);
+                    w = _mm512_inserti32x4(_mm512_inserti32x4(w, b2, 2), b3, 3);
+                    r[l] = _mm512_xor_si512(w, flip);
+                }
+                transpose16(r);
+                uint32_t *o = packed + ((size_t)p * D4 + j0) * 16;
+#pragma GCC unroll 16
+                for (int m = 0; m < 16; m++) _mm512_storeu_si512((void *)(o + m * 16), r[m]);
+                continue;
+            }
+            for (int l = 0; l < 16; l++) {
+                if (l >= nv) {
+                    r[l] = flip;
+                    continue;
+                }
+                const float *x = xp + l * ldx + d0;
+                __m512 vi = _mm512_set1_ps(inv[l]), vs = _mm512_set1_ps(sc[l]), acc = _mm512_load_ps(r2 + 16 * l);
+                __m128i b[4];
+                for (int t = 0; t < 4; t++) {
+                    int n = D - d0 - 16 * t;
+                    __m512 f = n >= 16 ? _mm512_loadu_ps(x + 16 * t) : n > 0 ? ld_tail(x + 16 * t, n) : _mm512_setzero_ps();
+                    b[t] = _mm512_cvtepi32_epi8(q8_chunk(f, vi, vs, &acc));
+                }
+                _mm512_store_ps(r2 + 16 * l, acc);
+                __m512i w = _mm512_inserti32x4(_mm512_castsi128_si512(b[0]), b[1], 1);
+                w = _mm512_inserti32x4(_mm512_inserti32x4(w, b[2], 2), b[3], 3);
+                r[l] = _mm512_xor_si512(w, flip);
+            }
+            transpose16(r);
+            int nj = D4 - j0 < 16 ? D4 - j0 : 16;
+            for (int m = 0; m < nj; m++) _mm512_storeu_si512((void *)(packed + ((size_t)p * D4 + j0 + m) * 16), r[m]);
+        }
+        for (int l = 0; l < nv; l++) {
+            xs[p * 16 + l] = sc[l];
+            xr2[p * 16 + l] = sc[l] > 0.0f ? _mm512_reduce_add_ps(_mm512_load_ps(r2 + 16 * l)) : INFINITY;
+        }
+    }
+}
+
+/* Query: q8 as signed bytes (4 per word, zero padded); out[0] scale (0: off), out[1] residual sum of
+ * squares (+inf: off); *corr = 128 * sum q8 (the offset of the unsigned base bytes). */
+T512VN static void k8_pack_query(const float *q, int D, uint32_t *q4, float *out, int32_t *corr) {
+    int D4 = (D + 3) / 4;
+    float inv, sc;
+    q8_scale(q, D, &inv, &sc);
+    __m512 vi = _mm512_set1_ps(inv), vs = _mm512_set1_ps(sc), acc = _mm512_setzero_ps();
+    __m512i sum = _mm512_setzero_si512();
+    for (int d0 = 0; d0 < 4 * D4; d0 += 16) {
+        int n = D - d0;
+        __m512 f = n >= 16 ? _mm512_loadu_ps(q + d0) : ld_tail(q + d0, n);
+        __m512i xi = q8_chunk(f, vi, vs, &acc);
+        sum = _mm512_add_epi32(sum, xi);
+        __m128i b = _mm512_cvtepi32_epi8(xi);
+        int nw = D4 - d0 / 4 < 4 ? D4 - d0 / 4 : 4;
+        _mm_mask_storeu_epi32(q4 + d0 / 4, (__mmask8)((1u << nw) - 1), b);
+    }
+    out[0] = sc;
+    out[1] = sc > 0.0f ? _mm512_reduce_add_ps(acc) : INFINITY;
+    *corr = 128 * _mm512_reduce_add_epi32(sum);
+}
+
+/* Upper bound of the canonical rank score from the exact integer dot I (knn.c has the bound):
+ * A = fl(fl(s_q s_x) I), V = fl(A + fl(|A| 2^-21 + E)), E = a1 rx + a2 nx + (qa3 + ex).
+ * qa: s_q, a1, a2, qa3, qn, sqrt(qn); xa SoA: nx, ex, xn, sqrt(xn), s_x, rx. */
+T512VN static inline __mmask16 screen8_epi(__m512i acc, int metric, const float *qa, const float *xa, int xs, int j,
+                                          float edge) {
+    const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    __m512 nx = _mm512_loadu_ps(xa + j), ex = _mm512_loadu_ps(xa + xs + j);
+    __m512 sx = _mm512_loadu_ps(xa + 4 * xs + j), rx = _mm512_loadu_ps(xa + 5 * xs + j);
+    __m512 A = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(qa[0]), sx), _mm512_cvtepi32_ps(acc));
+    __m512 E = _mm512_fmadd_ps(_mm512_set1_ps(qa[1]), rx,
+                               _mm512_fmadd_ps(_mm512_set1_ps(qa[2]), nx, _mm512_add_ps(_mm512_set1_ps(qa[3]), ex)));
+    __m512 V = _mm512_add_ps(A, _mm512_fmadd_ps(_mm512_and_ps(A, absm), _mm512_set1_ps(0x1p-21f), E)), U;
+    if (metric == LTK_METRIC_IP) {
+        U = V;
+    } else if (metric == LTK_METRIC_L2) {
+        __m512 xn = _mm512_loadu_ps(xa + 2 * xs + j);
+        U = _mm512_sub_ps(_mm512_setzero_ps(),
+                          _mm512_fmadd_ps(_mm512_set1_ps(-2.0f), V, _mm512_add_ps(_mm512_set1_ps(qa[4]), xn)));
+    } else {
+        __m512 xn = _mm512_loadu_ps(xa + 2 * xs + j), sxx = _mm512_loadu_ps(xa + 3 * xs + j);
+        __m512 den = _mm512_mul_ps(_mm512_set1_ps(qa[5]), sxx);
+        __mmask16 ok = _mm512_cmp_ps_mask(xn, _mm512_setzero_ps(), _CMP_NEQ_UQ); /* canonical: 0 iff a norm is 0 */
+        if (qa[4] == 0.0f) ok = 0;
+        U = _mm512_maskz_div_ps(ok, V, den);
+    }
+    return _mm512_cmp_ps_mask(U, _mm512_set1_ps(edge), _CMP_NLT_UQ); /* !(U < edge): NaN passes */
+}
+
+#define SCREEN8_FN(QR, PR)                                                                                      \
+    T512VN static void screen8_##QR##_##PR(const uint32_t *qp, int D4, const uint32_t *packed, int p0, int nx,    \
+                                           int metric, const float *qa, const float *xa, int xs, const float *edge, \
+                                           uint64_t *mask, int mw, pfcur *pc) {                                  \
+        __m512i a[QR][PR];                                                                                       \
+        for (int x = 0; x < QR; x++)                                                                             \
+            for (int y = 0; y < PR; y++) a[x][y] = _mm512_set1_epi32(-(int32_t)ltk_f32_bits(qa[LTKC_QA8 * x + 6])); \
+        const uint32_t *pk = packed + (size_t)p0 * D4 * 16;                                                      \
+        for (int j = 0; j < D4; j++) {                                                                           \
+            if (pc->vleft > 0) pf_step(pc);                                                                      \
+            __m512i k[PR];                                                                                       \
+            for (int y = 0; y < PR; y++) k[y] = _mm512_loadu_si512((const void *)(pk + ((size_t)y * D4 + j) * 16)); \
+            for (int x = 0; x < QR; x++) {                                                                       \
+                __m512i b = _mm512_set1_epi32((int)qp[(size_t)x * D4 + j]);                                      \
+                for (int y = 0; y < PR; y++) a[x][y] = _mm512_dpbusd_epi32(a[x][y], k[y], b);                    \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (int x = 0; x < QR; x++)                                                                             \
+            for (int y = 0; y < PR; y++) {                                                                       \
+                int j = (p0 + y) * 16;                                                                           \
+                __mmask16 m = screen8_epi(a[x][y], metric, qa + LTKC_QA8 * x, xa, xs, j, edge[x]);               \
+                if (nx - j < 16) m &= (__mmask16)((1u << (nx - j)) - 1);                                         \
+                mask[(size_t)x * mw + (j >> 6)] |= (uint64_t)m << (j & 63);                                      \
+            }                                                                                                    \
+    }
+SCREEN8_FN(8, 3)
+SCREEN8_FN(8, 1)
+SCREEN8_FN(4, 3)
+SCREEN8_FN(4, 1)
+SCREEN8_FN(1, 3)
+SCREEN8_FN(1, 1)
+
+/* qa: LTKC_QA8 floats per query (the correction in word 6, as int32 bits); xa SoA [6][16 * panels]. */
+T512VN static void k8_screen(const uint32_t *q4, int nq, const uint32_t *packed, int nx, int D, int metric,
+                             const float *qa, const float *xa, const float *edge, uint64_t *mask, int mw,
+                             const ltkc_pf *pf) {
+    int D4 = (D + 3) / 4, np = (nx + 15) / 16, xs = np * 16;
+    for (int i = 0; i < nq * mw; i++) mask[i] = 0;
+    pfcur pcur = {NULL, 0, 0, 1, 0, 0}, *pc = &pcur;
+    if (pf && pf->n > 0) {
+        int groups = nq / 8 + (nq % 8) / 4 + nq % 4;
+        int64_t steps = (int64_t)groups * (np / 3 + np % 3) * D4, lines = (int64_t)pf->n * pf->lpv;
+        pcur = (pfcur){pf->base, pf->stride, 0, pf->lpv, pf->n, (int)((lines + steps - 1) / steps)};
+    }
+    int i = 0;
+    while (i < nq) {
+        int qr = nq - i >= 8 ? 8 : (nq - i >= 4 ? 4 : 1);
+        const uint32_t *qp = q4 + (size_t)i * D4;
+        const float *qi = qa + (size_t)LTKC_QA8 * i;
+        int p = 0;
+        for (; p + 3 <= np; p += 3) {
+            if (qr == 8) screen8_8_3(qp, D4, packed, p, nx, metric, qi, xa, xs, edge + i, mask + (size_t)i * mw, mw, pc);
+            else if (qr == 4) screen8_4_3(qp, D4, packed, p, nx, metric, qi, xa, xs, edge + i, mask + (size_t)i * mw, mw, pc);
+            else screen8_1_3(qp, D4, packed, p, nx, metric, qi, xa, xs, edge + i, mask + (size_t)i * mw, mw, pc);
+        }
+        for (; p < np; p++) {
+            if (qr == 8) screen8_8_1(qp, D4, packed, p, nx, metric, qi, xa, xs, edge + i, mask + (size_t)i * mw, mw, pc);
+            else if (qr == 4) screen8_4_1(qp, D4, packed, p, nx, metric, qi, xa, xs, edge + i, mask + (size_t)i * mw, mw, pc);
+            else screen8_1_1(qp, D4, packed, p, nx, metric, qi, xa, xs, edge + i, mask + (size_t)i * mw, mw, pc);
+        }
+        i += qr;
+    }
+    while (pc->vleft > 0) pf_step(pc);
+}
+
 const ltkc_kern ltkc_kern_avx512 = {
     .name = "avx512",
     .has_bf16 = 0,
@@ -644,8 +907,13 @@ const ltkc_kern ltkc_kern_avx512bf16 = {
     .knn_pack_tile = k_pack_tile,
     .knn_pack_query = k_pack_query,
     .knn_screen = k_screen,
+    .knn8_pack_tile = k8_pack_tile,
+    .knn8_pack_query = k8_pack_query,
+    .knn8_screen = k8_screen,
     .idx_pack_q = bf_pack_q,
     .idx_pack_tile = bf_pack_tile,
     .idx_score = bf_score,
 };
+#else
+int ltkc_cpu_vnni(void) { return 0; }
 #endif

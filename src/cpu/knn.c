@@ -18,6 +18,18 @@
  * The returned set is therefore the exact top-k of the canonical fp32 scores, the same scores
  * the materialize path writes.
  *
+ * Int8 screening (AVX-512 VNNI, D <= 1024; twice the bf16 rate, the default where present): each
+ * vector x (and query q) is x8 = RNE(x 127/m) in [-127, 127], m = max |x_i|, with the scale
+ * s_x = fl(m/127) and the MEASURED residual norm R_x >= |x - s_x x8|_2 (sum of fl(x_i - s_x x8_i)^2,
+ * bounded up like the norms). I = q8 . x8 is exact in int32 (|I| <= 1024 * 127^2 < 2^24, so also
+ * exact as a float) and A = fl(fl(s_q s_x) I) is within 2^-22 |A| of (s_q q8) . (s_x x8). As
+ *   q.x - (s_q q8).(s_x x8) = q.(x - s_x x8) + (q - s_q q8).(s_x x8),
+ * |q.x - A| <= |q| R_x + R_q (|x| + R_x) + 2^-22 |A|, and |c - q.x| <= g(n1) |q||x| + A as above.
+ * E = (|q| + R_q) R_x + (R_q + g(n1) |q|) |x| + A, coefficients raised by (1 + 2^-16) to cover the
+ * fp32 rounding of E, and V = fl(A + fl(|A| 2^-21 + E)) >= c (the 2^-21 also covers the last
+ * addition). The scales stay in [2^-57, 2^44] (so A neither underflows nor overflows) because a
+ * vector is screened only if m >= 2^-50 and |x|^2 <= 2^100; otherwise R = +inf and it always passes.
+ *
  * Predicted initial threshold (verified, so still exact). The sample has ms ~ 128 N/k entries
  * (clamped to a few % of the base), so about mu = ms k/N of them lie above the row's k-th best.
  * Instead of the sample's k-th best (a quantile k/ms, far below the row's k-th), the gate starts at
@@ -40,6 +52,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define NT 96                 /* vectors per tile (6 panels of 16) */
@@ -49,6 +62,8 @@
 
 typedef struct {
     int nth, nq_max, D, Dp, D2, k, metric, screen, mode;
+    int screen8;  /* screening in int8 (VNNI) instead of bf16 */
+    int qw, qas;  /* packed words and screening parameters per query */
     int64_t N, cap, ms;
     int64_t rp; /* rank in the sample of the predicted start threshold; 0: none */
 } plan;
@@ -64,8 +79,8 @@ typedef struct {
 typedef struct {
     float *tile;      /* [NT][Dp] decoded vectors */
     uint32_t *packed; /* [NT/16][D2][16] */
-    float *xa;        /* SoA [4][NT]: nx, ex, xn, sqrt(xn) */
-    float *sc;        /* [QB][NT] exact scores */
+    float *xa;        /* SoA [4][NT]: int8 scale, int8 residual sum of squares, xn, sqrt(xn) */
+    float *sc;        /* [QB][NT] exact scores; also the screening SoA [6][NT] */
     uint64_t *mask;   /* [QB][MW] */
     const float **pq, **px;
     int32_t *pi, *pj;
@@ -87,7 +102,7 @@ typedef struct {
 typedef struct {
     float *Qf;        /* [QB][Dp] */
     uint32_t *Qp;     /* [QB][D2] */
-    float *qn, *sq, *qa; /* [QB], [QB], [QB][4] */
+    float *qn, *sq, *qa; /* [QB], [QB], [QB][qas] screening parameters */
     float *sample;    /* [QB][ms] */
     uint32_t *gedge;  /* [QB] best gate edge published by any thread (float bits) */
     qinit *qi;        /* [QB] */
@@ -149,6 +164,10 @@ static plan make_plan(const ltk_knn_args *a, const ltk_exec *e) {
     }
     const ltkc_kern *K = ltkc_kernels();
     p.screen = K->has_bf16 && K->knn_screen && p.mode == LTKC_MODE_BINS && e->algo == LTK_ALGO_FUSED;
+    const char *env = getenv("LTK_CPU_KNN_SCREEN"); /* testing: "bf16" keeps the bf16 screen */
+    p.screen8 = p.screen && K->knn8_screen && a->D <= 1024 && ltkc_cpu_vnni() && !(env && !strcmp(env, "bf16"));
+    p.qw = p.screen8 ? (a->D + 3) / 4 : p.D2;
+    p.qas = p.screen8 ? LTKC_QA8 : 4;
     if (p.nth > 1 && a->N < (int64_t)p.nth * NT * 4) p.nth = (int)(a->N / (NT * 4)) + 1; /* small bases */
     return p;
 }
@@ -163,7 +182,7 @@ static size_t fused_layout(const plan *p, char *base, shared *sh, thr **thp) {
     s.Qp = ltkc_take(&w, sizeof(uint32_t) * (size_t)q * p->D2);
     s.qn = ltkc_take(&w, sizeof(float) * q);
     s.sq = ltkc_take(&w, sizeof(float) * q);
-    s.qa = ltkc_take(&w, sizeof(float) * 4 * q);
+    s.qa = ltkc_take(&w, sizeof(float) * LTKC_QA8 * q);
     s.sample = ltkc_take(&w, sizeof(float) * (size_t)q * (size_t)(p->ms > 0 ? p->ms : 1));
     s.gedge = ltkc_take(&w, sizeof(uint32_t) * q);
     s.qi = ltkc_take(&w, sizeof(qinit) * q);
@@ -178,7 +197,7 @@ static size_t fused_layout(const plan *p, char *base, shared *sh, thr **thp) {
         x.tile = ltkc_take(&w, sizeof(float) * NT * (size_t)p->Dp);
         x.packed = ltkc_take(&w, p->screen ? sizeof(uint32_t) * NT * (size_t)p->D2 : 0);
         x.xa = ltkc_take(&w, sizeof(float) * 4 * NT);
-        x.sc = ltkc_take(&w, sizeof(float) * (size_t)(q > 4 ? q : 4) * NT); /* also the screening SoA [4][NT] */
+        x.sc = ltkc_take(&w, sizeof(float) * (size_t)(q > 6 ? q : 6) * NT); /* also the screening SoA [6][NT] */
         x.mask = ltkc_take(&w, sizeof(uint64_t) * (size_t)q * MW);
         x.pq = ltkc_take(&w, sizeof(float *) * (size_t)q * NT);
         x.px = ltkc_take(&w, sizeof(float *) * (size_t)q * NT);
@@ -270,7 +289,22 @@ static void prepare_queries(const ltk_knn_args *a, const plan *p, const ltkc_ker
         const float *pp[1] = {q};
         K->dots_pairs(pp, pp, 1, p->D, &s->qn[i]);
         s->sq[i] = sqrtf(s->qn[i]);
-        if (p->screen) {
+        if (p->screen8) {
+            float o[2];
+            int32_t corr;
+            K->knn8_pack_query(q, p->D, s->Qp + (size_t)i * p->qw, o, &corr);
+            double D = p->D, nq_ = norm_bound(s->qn[i], p->D), rq = norm_bound(o[1], p->D);
+            int off = !(o[0] > 0.0f); /* then E = +inf: nothing screened out */
+            float *qa = s->qa + (size_t)LTKC_QA8 * i;
+            qa[0] = o[0];
+            qa[1] = off ? INFINITY : round_up((nq_ + rq) * (1.0 + 0x1p-16));
+            qa[2] = off ? INFINITY : round_up((rq + gam(ceil(D / 16.0) + 4) * nq_) * (1.0 + 0x1p-16));
+            qa[3] = round_up(0x1p-119 * (D + 4) * (nq_ + 1.0));
+            qa[4] = s->qn[i];
+            qa[5] = s->sq[i];
+            qa[6] = ltk_bits_f32((uint32_t)corr);
+            qa[7] = 0.0f;
+        } else if (p->screen) {
             K->knn_pack_query(q, p->D, s->Qp + (size_t)i * p->D2);
             double ub = 0x1p-8, D = p->D;
             double c = 2 * ub + ub * ub + gam(ceil(D / 16.0) + 4) + gam(D + 2) * (1 + ub) * (1 + ub);
@@ -352,7 +386,16 @@ static int screen_tile(const ltk_knn_args *a, const plan *p, const ltkc_kern *K,
         sx2[j] = j < n ? sx[j] : 0.0f;
     }
     for (int i = 0; i < nq; i++) x->edge[i] = x->rows[i].edge;
-    K->knn_screen(s->Qp, nq, x->packed, n, p->D, p->metric, s->qa, nx, x->edge, x->mask, MW, pf);
+    if (p->screen8) {
+        float *s8 = sx2 + xs, *rx = s8 + xs; /* int8: scale and residual norm bound */
+        for (int j = 0; j < xs; j++) {
+            s8[j] = j < n ? x->xa[j] : 0.0f;
+            rx[j] = j < n ? norm_bound(x->xa[NT + j], p->D) : INFINITY;
+        }
+        K->knn8_screen(s->Qp, nq, x->packed, n, p->D, p->metric, s->qa, nx, x->edge, x->mask, MW, pf);
+    } else {
+        K->knn_screen(s->Qp, nq, x->packed, n, p->D, p->metric, s->qa, nx, x->edge, x->mask, MW, pf);
+    }
     int np_ = 0;
     for (int i = 0; i < nq; i++)
         for (int w = 0; w < MW; w++)
@@ -468,7 +511,10 @@ static void fused_block(const ltk_knn_args *a, const ltk_exec *e, const plan *p,
             for (int i = 0; i < nq && screenable; i++)
                 if (x->rows[i].edge == -INFINITY) screenable = 0;
             if (screenable && use_screen >= 0) {
-                K->knn_pack_tile(X, ld, n, p->D, x->packed, x->xa + 2 * NT); /* bf16 tile and the norms */
+                if (p->screen8) /* int8 tile, scales, residuals and the norms */
+                    K->knn8_pack_tile(X, ld, n, p->D, x->packed, x->xa + 2 * NT, x->xa, x->xa + NT);
+                else /* bf16 tile and the norms */
+                    K->knn_pack_tile(X, ld, n, p->D, x->packed, x->xa + 2 * NT);
                 for (int j = 0; j < n; j++) x->xa[3 * NT + j] = sqrtf(x->xa[2 * NT + j]);
                 int passed = screen_tile(a, p, K, s, x, nq, X, ld, i0, n, &pf);
                 /* Many rescored pairs cost more than the plain fp32 tile: skip screening a while. */
@@ -566,8 +612,8 @@ static void move_slot(const plan *p, shared *s, int i, int j) {
     s->gedge[j] = ltk_f32_bits(-INFINITY); /* the redo starts from its own conservative edges */
     if (i == j) return;
     memcpy(s->Qf + (size_t)j * p->Dp, s->Qf + (size_t)i * p->Dp, sizeof(float) * (size_t)p->Dp);
-    if (p->screen) memcpy(s->Qp + (size_t)j * p->D2, s->Qp + (size_t)i * p->D2, sizeof(uint32_t) * (size_t)p->D2);
-    memcpy(s->qa + 4 * j, s->qa + 4 * i, sizeof(float) * 4);
+    if (p->screen) memcpy(s->Qp + (size_t)j * p->qw, s->Qp + (size_t)i * p->qw, sizeof(uint32_t) * (size_t)p->qw);
+    memcpy(s->qa + (size_t)p->qas * j, s->qa + (size_t)p->qas * i, sizeof(float) * (size_t)p->qas);
     s->qn[j] = s->qn[i];
     s->sq[j] = s->sq[i];
     s->qi[j] = s->qi[i];
