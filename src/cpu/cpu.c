@@ -52,16 +52,6 @@ static void cpu_info(char *buf, size_t cap) {
     snprintf(buf, cap, "  cpu kernels: %s, threads: %d\n", ltkc_kernels()->name, omp_get_max_threads());
 }
 
-static ltk_status host_alloc(size_t bytes, void **p) {
-    *p = ltk_aligned_alloc(bytes);
-    return *p ? LTK_OK : ltk_error(LTK_ENOMEM, "host allocation of %zu bytes failed", bytes);
-}
-static void host_free(void *p) { ltk_aligned_free(p); }
-static ltk_status host_copy(void *dst, const void *src, size_t bytes) {
-    memcpy(dst, src, bytes);
-    return LTK_OK;
-}
-
 const ltk_backend_i ltk_backend_cpu = {
     /* .name              = */ "cpu",
     /* .available         = */ cpu_available,
@@ -72,9 +62,9 @@ const ltk_backend_i ltk_backend_cpu = {
     /* .knn               = */ ltkc_knn,
     /* .select_workspace  = */ ltkc_select_ws,
     /* .select            = */ ltkc_select,
-    /* .mem_alloc         = */ host_alloc,
-    /* .mem_free          = */ host_free,
-    /* .mem_to_host       = */ host_copy,
-    /* .mem_from_host     = */ host_copy,
+    /* .mem_alloc         = */ ltk_host_alloc,
+    /* .mem_free          = */ ltk_aligned_free,
+    /* .mem_to_host       = */ ltk_host_copy,
+    /* .mem_from_host     = */ ltk_host_copy,
     /* .stream_sync       = */ NULL,
 };
