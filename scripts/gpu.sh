@@ -4,7 +4,10 @@
 # lines of bench/gpu-cases.sh, a Figure-5(a)-style plot, and a summary table printed last.
 #
 #   scripts/gpu.sh prepare        (here, no GPU needed) build sm_90a binaries, packed in gpu-pack/
-#   scripts/gpu.sh [all|tests|bench|quick]   (on the GPU machine) run; results under $OUT
+#   scripts/gpu.sh [all|tests|bench|quick|debug]   (on the GPU machine) run; results under $OUT
+#   debug: the stall hunt of the third run: medium_* tests (several work units per CTA) and one
+#          T=1024 benchmark with LTK_CUDA_TRACE=1 (every stage synchronised and timed on stderr),
+#          then the small tests (score tolerance fix), then the large tests; every test isolated.
 # Device tool: run `scripts/gpu.sh prepare` here, then run(command="scripts/gpu.sh all",
 # carry=["gpu-pack"]). Knobs: GPU_BUDGET_S (whole call, default 540), TEST_S, REPS, BENCH_S, CHUNKS
 # ("1024 128" adds chunked CLI runs), SKIP_CASES=1 (no bench/gpu-cases.sh), SKIP_OTHERS=1 (no
@@ -13,6 +16,10 @@
 # Binaries: gpu-bin/ when carried (prepare), else a build into build-gpu on the spot.
 # Outputs ($OUT, at most 8 files): test.log sanitizer.log bench.jsonl bench.log extra.log
 # fig5a.png summary.txt.
+# Every test of test-cuda-indexer runs in its own process with a time limit (LTK_TEST_TIMEOUT_S):
+# a hung kernel costs one test, shown as "[ TIME ]". The sm_90a scan has a watchdog
+# (LTK_CUDA_WATCHDOG_S, default 10): a barrier wait longer than that prints
+# "[ltk cuda] sm90 WATCHDOG: ..." (which role, which barrier, unit, tile, parity) and fails the launch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -78,6 +85,38 @@ tmo() { # tmo MAX: seconds a step may take
 
 # the sm_90a scan is opt-in in the library until it has passed here (cuda.cu, sm90_wanted)
 export LTK_CUDA_SM90=${LTK_CUDA_SM90:-1}
+export LTK_TEST_TIMEOUT_S=${LTK_TEST_TIMEOUT_S:-90}
+
+if [ "$MODE" = debug ]; then
+  step "medium tests, traced (several units per CTA)"
+  LTK_CUDA_TRACE=1 LTK_TEST_TIMEOUT_S=60 timeout $(tmo 200) "$BIN/test-cuda-indexer" medium_ >"$OUT/test.log" 2>&1
+  note "medium rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
+  grep -E "WATCHDOG|^\[ (FAIL|TIME|CRASH|ERROR)|FAIL " "$OUT/test.log" | head -12 | tee -a "$SUM"
+  step "bench T=1024 S=262144, traced"
+  LTK_CUDA_TRACE=1 timeout $(tmo 100) "$BIN/bench-cuda-indexer" --T 1024 --H 64 --k 2048 --reps 2 --S 262144 \
+    --json "$OUT/bench.jsonl" >"$OUT/bench.log" 2>&1
+  note "bench T=1024 rc=$?"
+  grep -E "WATCHDOG|ERROR" "$OUT/bench.log" | head -5 | tee -a "$SUM"
+  tail -4 "$OUT/bench.log" | tee -a "$SUM"
+  step "small tests"
+  LTK_TEST_TIMEOUT_S=60 timeout $(tmo 150) "$BIN/test-cuda-indexer" small_ >>"$OUT/test.log" 2>&1
+  note "small rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
+  grep -E "WATCHDOG|^\[ (FAIL|TIME|CRASH|ERROR)|FAIL " "$OUT/test.log" | tail -n +1 | head -20 | tee -a "$SUM"
+  step "large tests"
+  LTK_TEST_TIMEOUT_S=75 timeout $(tmo 400) "$BIN/test-cuda-indexer" large_ >>"$OUT/test.log" 2>&1
+  note "large rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
+  grep -E "WATCHDOG|^\[ (FAIL|TIME|CRASH|ERROR)|FAIL |cold:|hot :" "$OUT/test.log" | tail -12 | tee -a "$SUM"
+  if grep -q '"algo": "fused"' "$OUT/bench.jsonl" 2>/dev/null && [ "$(tmo 200)" -ge 120 ]; then
+    step "indexer benchmark (H=64, T=8192)"
+    timeout $(tmo 200) "$BIN/bench-cuda-indexer" --T 8192 --H 64 --k 2048 --reps ${REPS:-3} \
+      --S ${BENCH_S:-262144,1048576} --json "$OUT/bench.jsonl" >>"$OUT/bench.log" 2>&1
+    note "bench H=64 rc=$?"
+  fi
+  step "done"
+  cat "$SUM" | tail -60
+  exit 0
+fi
+
 if [ "$MODE" != bench ]; then
   step "smoke test"
   timeout $(tmo 45) "$BIN/test-cuda-indexer" small_edges >"$OUT/test.log" 2>&1
@@ -171,7 +210,9 @@ if [ "$MODE" != bench ]; then
       tool=${run%%:*}
       f=${run#*:}
       echo "== $tool $f" >>"$OUT/sanitizer.log"
-      timeout $(tmo 60) compute-sanitizer --tool $tool --print-limit 20 "$BIN/test-cuda-indexer" $f >>"$OUT/sanitizer.log" 2>&1
+      # in-process (no per-test child) and no watchdog: the sanitizers slow every wait down
+      LTK_TEST_TIMEOUT_S=0 LTK_CUDA_WATCHDOG_S=0 timeout $(tmo 60) compute-sanitizer --tool $tool --print-limit 20 \
+        "$BIN/test-cuda-indexer" $f >>"$OUT/sanitizer.log" 2>&1
       note "$tool $f rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|passed,' "$OUT/sanitizer.log" | tail -2 | tr '\n' ' ')"
     done
   else

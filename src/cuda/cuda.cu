@@ -14,9 +14,11 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "indexer.cuh"
 #include "ltk-cuda.h"
@@ -125,6 +127,90 @@ static int env_flag(const char *name) {
  * until it has passed the GPU tests on an H200: its first run there hung (a setmaxnreg register
  * split the CTA pool could not satisfy, fixed since but not yet re-run). */
 static int sm90_wanted(void) { return env_flag("LTK_CUDA_SM90") && !env_flag("LTK_CUDA_PORTABLE"); }
+
+/* Debugging knobs (read per call; cheap next to a kernel launch):
+ *   LTK_CUDA_WATCHDOG_S (default 10, 0 = off): the sm_90a scan traps with a printed line when one
+ *     of its barrier waits exceeds this (a hang becomes a launch error that names the wait);
+ *   LTK_CUDA_TRACE=1: every stage of the indexer synchronises the stream and prints its wall time
+ *     on stderr (a stall then shows as the last stage printed). Not while a graph is captured. */
+static int64_t watchdog_ns(void) {
+    const char *e = getenv("LTK_CUDA_WATCHDOG_S");
+    double s = e && *e ? atof(e) : 10.0;
+    return s > 0 ? (int64_t)(s * 1e9) : 0;
+}
+
+static int stream_capturing(cudaStream_t st);
+
+/* The sm_90a watchdog record: host-mapped pinned memory, so it can be read after a trap has lost
+ * the context. Printed by the next failing trace step and at exit (the tests exit on a CUDA error). */
+static int32_t *diag_host = NULL, *diag_dev = NULL;
+
+static void diag_print(void) {
+    volatile int32_t *d = diag_host;
+    if (!d || d[0] != 2) return;
+    static const char *roles[] = {"producer (TMA thread)", "refresh warp", "math warp"};
+    static const char *whats[] = {"Q-empty barrier", "KV-empty barrier", "Q-full barrier", "KV-full barrier",
+                                  "done count (math warps never finished the unit)"};
+    fprintf(stderr,
+            "[ltk cuda] sm90 WATCHDOG: block %d thread %d, %s, waited on the %s: unit %d (it %d of this CTA), "
+            "tile %d, stage/slot %d, parity %d, extra %d\n",
+            d[1], d[2], d[3] >= 0 && d[3] < 3 ? roles[d[3]] : "?", d[4] >= 0 && d[4] < 5 ? whats[d[4]] : "?", d[5], d[6],
+            d[7], d[8], d[9], d[10]);
+    d[0] = 3; /* printed once */
+}
+
+static int32_t *diag_ptr(void) {
+    static int tried = 0;
+    if (!tried) {
+        tried = 1;
+        void *h = NULL, *dp = NULL;
+        if (cudaHostAlloc(&h, 64, cudaHostAllocMapped) == cudaSuccess && cudaHostGetDevicePointer(&dp, h, 0) == cudaSuccess) {
+            memset(h, 0, 64);
+            diag_host = (int32_t *)h;
+            diag_dev = (int32_t *)dp;
+            atexit(diag_print);
+        } else {
+            (void)cudaGetLastError();
+        }
+    }
+    return diag_dev;
+}
+
+typedef struct idx_trace {
+    int on;
+    double t0;
+} idx_trace;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+static void trace_begin(idx_trace *tr, cudaStream_t st) {
+    tr->on = env_flag("LTK_CUDA_TRACE") && !stream_capturing(st);
+    tr->t0 = tr->on ? now_ms() : 0.0;
+}
+
+/* Waits for the stream (trace mode only) and prints the stage with the time since the last one. */
+static ltk_status trace_step(idx_trace *tr, cudaStream_t st, const char *fmt, ...) {
+    if (!tr->on) return LTK_OK;
+    cudaError_t e = cudaStreamSynchronize(st);
+    double t = now_ms();
+    char what[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "[ltk cuda] %-44s %9.2f ms%s%s\n", what, t - tr->t0, e == cudaSuccess ? "" : "  ERROR ",
+            e == cudaSuccess ? "" : cudaGetErrorString(e));
+    tr->t0 = t;
+    if (e != cudaSuccess) {
+        diag_print();
+        return ltk_cuda_check(e, what);
+    }
+    return LTK_OK;
+}
 
 static ltk_status make_plan(const ltk_indexer_args *a, const ltk_exec *e, idx_plan *p) {
     memset(p, 0, sizeof *p);
@@ -324,6 +410,8 @@ static void scan_base(const ltk_indexer_args *a, const idx_plan *pl, ltk_scan_pa
     sp->skip_short = pl->skip_short;
     sp->col_lo = 0;
     sp->col_hi = a->S;
+    sp->watchdog_ns = watchdog_ns();
+    sp->diag = pl->sm90 && sp->watchdog_ns > 0 ? diag_ptr() : NULL;
 }
 
 static int stream_capturing(cudaStream_t st) {
@@ -338,7 +426,8 @@ static int stream_capturing(cudaStream_t st) {
 /* Exact dense top-k of rows [row0, row0 + nrows) or of the rows of a device list, window by
  * window: the scan kernel materializes scores into `logits`, then the dense select. */
 static ltk_status dense_rows(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *ws, int64_t row0, int64_t nrows,
-                             const int32_t *list, const int32_t *list_count, int64_t list_off, cudaStream_t st) {
+                             const int32_t *list, const int32_t *list_count, int64_t list_off, cudaStream_t st,
+                             idx_trace *tr) {
     float *logits = (float *)(ws + pl->o_big);
     ltk_cand *run = pl->nwin > 1 ? (ltk_cand *)(ws + pl->o_run) : NULL;
     int32_t *run_cnt = pl->nwin > 1 ? (int32_t *)(ws + pl->o_runcnt) : NULL;
@@ -356,6 +445,8 @@ static ltk_status dense_rows(const ltk_indexer_args *a, const idx_plan *pl, uint
         sp.logits = logits;
         sp.ld = pl->dense_W;
         LTK_FORWARD_IF(run_scan(pl, &sp, st));
+        LTK_FORWARD_IF(trace_step(tr, st, "dense scan rows %lld+%lld%s win %lld/%lld", (long long)(list ? list_off : row0),
+                                  (long long)nrows, list ? " (fallback list)" : "", (long long)w, (long long)pl->nwin));
         if (pl->ext_select && !list) {
             ltk_select_args sa;
             memset(&sa, 0, sizeof sa);
@@ -388,6 +479,7 @@ static ltk_status dense_rows(const ltk_indexer_args *a, const idx_plan *pl, uint
                                                 sp.col_lo, sp.col_hi, run, run_cnt, w == 0, w == pl->nwin - 1,
                                                 pl->skip_short, st));
         }
+        LTK_FORWARD_IF(trace_step(tr, st, "dense select%s", pl->ext_select && !list ? " (select.cu)" : ""));
     }
     return LTK_OK;
 }
@@ -444,7 +536,8 @@ static ltk_status cuda_indexer_ws(const ltk_indexer_args *a, const ltk_exec *e, 
     return LTK_OK;
 }
 
-static ltk_status fused(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *ws, int want_stats, cudaStream_t st) {
+static ltk_status fused(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *ws, int want_stats, cudaStream_t st,
+                        idx_trace *tr) {
     const int64_t T = a->T;
     int32_t *cnt = (int32_t *)(ws + pl->o_cnt);
     int32_t *th = (int32_t *)(ws + pl->o_th);
@@ -462,6 +555,7 @@ static ltk_status fused(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *
         LTK_FORWARD_IF(ltk_idx_sample_list(a->state ? a->state->keys : NULL, a->state ? a->state->capacity : 0,
                                            pl->m_hot, pl->m_cold, pl->win, lohi, P, pl->m_max, st));
         LTK_FORWARD_IF(ltk_idx_gather(a, P, m_pad, ws + pl->o_kvg, (float *)(ws + pl->o_scg), st));
+        LTK_FORWARD_IF(trace_step(tr, st, "sample union+list+gather (m=%lld)", (long long)m_pad));
     }
     for (int64_t r0 = 0; r0 < T; r0 += pl->tsub) {
         const int64_t nr = T - r0 < pl->tsub ? T - r0 : pl->tsub;
@@ -483,8 +577,11 @@ static ltk_status fused(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *
             sp.logits = (float *)cand;
             sp.ld = 2 * pl->cap;
             LTK_FORWARD_IF(run_scan(pl, &sp, st));
+            LTK_FORWARD_IF(trace_step(tr, st, "sample scan rows %lld+%lld (%s, nsplit %d)", (long long)r0, (long long)nr,
+                                      pl->sm90 ? "sm90" : "portable", sp.nsplit));
             LTK_FORWARD_IF(ltk_idx_prep(a, r0, nr, (const float *)cand, 2 * pl->cap, P, pl->m_max, pl->skip_short,
                                         smin, delta, th, cnt, st));
+            LTK_FORWARD_IF(trace_step(tr, st, "prep"));
             scan_base(a, pl, &sp);
             sp.mode = LTK_SCAN_FUSED;
             sp.row0 = r0;
@@ -496,12 +593,19 @@ static ltk_status fused(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *
             sp.smin = smin;
             sp.delta = delta;
             LTK_FORWARD_IF(run_scan(pl, &sp, st));
+            LTK_FORWARD_IF(trace_step(tr, st, "fused scan rows %lld+%lld (nsplit %d, cap %lld)", (long long)r0,
+                                      (long long)nr, sp.nsplit, (long long)pl->cap));
         } else {
             LTK_CUDA_TRY(cudaMemsetAsync(cnt, 0, 4 * (size_t)nr, st));
         }
         LTK_CUDA_TRY(cudaMemsetAsync(fbcnt, 0, 4, st));
         LTK_FORWARD_IF(ltk_idx_select_cands(a, r0, nr, cand, pl->cap, cnt, smin, delta, pl->skip_short, fb, fbcnt,
                                             want_stats ? stc : NULL, want_stats ? stb : NULL, st));
+        if (tr->on) {
+            int32_t h = 0;
+            LTK_CUDA_TRY(cudaMemcpyAsync(&h, fbcnt, 4, cudaMemcpyDeviceToHost, st));
+            LTK_FORWARD_IF(trace_step(tr, st, "select candidates (%d fallback rows)", (int)h));
+        }
         if (a->S > 0) {
             /* exact fallback for the rows listed by the select, in batches that fit the region.
              * The count is on the device: launch the worst case (kernels of an empty batch exit at
@@ -514,7 +618,7 @@ static ltk_status fused(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *
                 nb = ceil_div(h, pl->dense_rows);
             }
             for (int64_t b = 0; b < nb; b++)
-                LTK_FORWARD_IF(dense_rows(a, pl, ws, 0, pl->dense_rows, fb, fbcnt, b * pl->dense_rows, st));
+                LTK_FORWARD_IF(dense_rows(a, pl, ws, 0, pl->dense_rows, fb, fbcnt, b * pl->dense_rows, st, tr));
             if (want_stats) LTK_FORWARD_IF(ltk_idx_mark_fallback(fb, fbcnt, 0, stf, nr, st));
         }
     }
@@ -529,6 +633,12 @@ static ltk_status cuda_indexer(const ltk_indexer_args *a, const ltk_exec *e, voi
                          pl.total);
     cudaStream_t st = (cudaStream_t)e->stream;
     uint8_t *ws = (uint8_t *)(((uintptr_t)wsv + 255) & ~(uintptr_t)255);
+    idx_trace tr;
+    trace_begin(&tr, st);
+    if (tr.on)
+        fprintf(stderr, "[ltk cuda] indexer T=%lld S=%lld H=%d k=%d algo %d: %s scan, tsub %lld, cap %lld, dense %lld rows x %lld (%lld win)\n",
+                (long long)a->T, (long long)a->S, a->H, a->k, (int)pl.algo, pl.sm90 ? "sm90" : "portable",
+                (long long)pl.tsub, (long long)pl.cap, (long long)pl.dense_rows, (long long)pl.dense_W, (long long)pl.nwin);
     if (a->T == 0) {
         if (e->stats) LTK_FORWARD_IF(fill_stats(a, &pl, ws, st, e->stats));
         return LTK_OK;
@@ -544,6 +654,7 @@ static ltk_status cuda_indexer(const ltk_indexer_args *a, const ltk_exec *e, voi
             sp.th = (int32_t *)(ws + pl.o_th);
             sp.cap = 0;
             LTK_FORWARD_IF(run_scan(&pl, &sp, st));
+            LTK_FORWARD_IF(trace_step(&tr, st, "score-only scan (nsplit %d)", sp.nsplit));
         }
         if (e->stats) {
             memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
@@ -561,17 +672,20 @@ static ltk_status cuda_indexer(const ltk_indexer_args *a, const ltk_exec *e, voi
         if (a->S > 0) {
             for (int64_t r0 = 0; r0 < a->T; r0 += pl.dense_rows) {
                 int64_t nr = a->T - r0 < pl.dense_rows ? a->T - r0 : pl.dense_rows;
-                LTK_FORWARD_IF(dense_rows(a, &pl, ws, r0, nr, NULL, NULL, 0, st));
+                LTK_FORWARD_IF(dense_rows(a, &pl, ws, r0, nr, NULL, NULL, 0, st, &tr));
             }
         } else {
             /* no keys: every row is padding */
             LTK_FORWARD_IF(ltk_idx_select_dense(a, 0, a->T, NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL, 1, 1, 0, st));
         }
     } else {
-        LTK_FORWARD_IF(fused(a, &pl, ws, e->stats != NULL, st));
+        LTK_FORWARD_IF(fused(a, &pl, ws, e->stats != NULL, st, &tr));
     }
     if (pl.skip_short) LTK_FORWARD_IF(ltk_idx_short_rows(a, st));
-    if (a->state) LTK_FORWARD_IF(ltk_idx_vote(a, a->state, ws + pl.o_big, pl.big_bytes, st));
+    if (a->state) {
+        LTK_FORWARD_IF(ltk_idx_vote(a, a->state, ws + pl.o_big, pl.big_bytes, st));
+        LTK_FORWARD_IF(trace_step(&tr, st, "hot-set vote"));
+    }
     if (e->stats) LTK_FORWARD_IF(fill_stats(a, &pl, ws, st, e->stats));
     return LTK_OK;
 }

@@ -133,6 +133,42 @@ static __device__ __forceinline__ void sm90_split_tiles(const int32_t *lo, const
     *t1 = y < b ? y : b;
 }
 
+/* Watchdog of the spin waits (params.watchdog_ns, 0 = off). A wait that never ends cannot be
+ * told from a slow kernel on the host; this records which role waited on what (unit, tile, stage,
+ * parity) in host-mapped memory (params.diag, readable after the context is lost) and traps, so a
+ * protocol bug becomes one line (printed by cuda.cu) and a launch error instead of a hang. Plain
+ * stores, no printf: a call here would make ptxas spill in the math loop. Named barriers
+ * (bar.sync) cannot be bounded: a stall there shows as the partner role reporting instead. */
+static __device__ __forceinline__ void sm90_stall(int32_t *diag, int role, int what, int64_t u, int64_t it, int32_t t,
+                                                  int stage, uint32_t parity, int32_t extra) {
+    if (diag && atomicCAS(diag, 0, 1) == 0) {
+        volatile int32_t *d = diag;
+        d[1] = (int32_t)blockIdx.x;
+        d[2] = (int32_t)threadIdx.x;
+        d[3] = role; /* 0 producer, 1 refresh, 2 math */
+        d[4] = what; /* 0 qempty, 1 kv empty, 2 qfull, 3 kv full, 4 done count */
+        d[5] = (int32_t)u;
+        d[6] = (int32_t)it;
+        d[7] = t;
+        d[8] = stage;
+        d[9] = (int32_t)parity;
+        d[10] = extra;
+        __threadfence_system();
+        d[0] = 2; /* record complete */
+        __threadfence_system();
+    }
+    __trap();
+}
+static __device__ __forceinline__ void sm90_wait(uint64_t *bar, uint32_t parity, const ltk_scan_params &p, int role,
+                                                 int what, int64_t u, int64_t it, int32_t t, int stage) {
+    if (ltk_mbar_try_wait(bar, parity)) return;
+    const uint64_t t0 = ltk_globaltimer();
+    while (!ltk_mbar_try_wait(bar, parity)) {
+        if (p.watchdog_ns > 0 && ltk_globaltimer() - t0 > (uint64_t)p.watchdog_ns)
+            sm90_stall(p.diag, role, what, u, it, t, stage, parity, 0);
+    }
+}
+
 /* Threshold refresh of one row by one warp: th = max{b : sum_{j>=b} hist[j] >= k} (0 if none). */
 static __device__ __forceinline__ int32_t sm90_refresh_th(int32_t *hist, int32_t k, int lane) {
     int32_t *h = hist + lane * (LTK_NB / 32);
@@ -228,7 +264,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 #pragma unroll
                 for (int q = 0; q < BQ; q++) sm90_scan_range(p, qb * BQ + q, nrows, &lo[q], &hi[q]);
                 const int qs = (int)(it & 1);
-                ltk_mbar_wait(&qempty_b[qs], (uint32_t)((it >> 1) & 1) ^ 1u);
+                sm90_wait(&qempty_b[qs], (uint32_t)((it >> 1) & 1) ^ 1u, p, 0, 0, u, it, -1, qs);
                 ltk_mbar_arrive_expect_tx(&qfull_b[qs], BQ * H * 128);
 #pragma unroll
                 for (int q = 0; q < BQ; q++) {
@@ -239,7 +275,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 int32_t t0, t1;
                 sm90_split_tiles<BQ>(lo, hi, s, p.nsplit, &t0, &t1);
                 for (int32_t t = sm90_next_tile<BQ>(t0, t1, lo, hi); t < t1; t = sm90_next_tile<BQ>(t + 1, t1, lo, hi)) {
-                    ltk_mbar_wait(&empty_b[stage], phase ^ 1u);
+                    sm90_wait(&empty_b[stage], phase ^ 1u, p, 0, 1, u, it, t, stage);
                     ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128);
                     ltk_tma_load_2d(kv_s + stage * (SM90_BKV * 128), &tm_kv, &full_b[stage], 0, t * SM90_BKV);
                     if (++stage == SM90_NSTAGE) {
@@ -255,7 +291,11 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 ltk_named_bar_sync(1, 512 + 32);
                 ltk_named_bar_sync(2, 512 + 32);
                 if (!fused) continue;
-                while (atomicOr(done_s, 0) < SM90_MATH_WARPS) {
+                const uint64_t w0 = ltk_globaltimer();
+                int32_t dn;
+                while ((dn = atomicOr(done_s, 0)) < SM90_MATH_WARPS) {
+                    if (p.watchdog_ns > 0 && ltk_globaltimer() - w0 > (uint64_t)p.watchdog_ns && lane == 0)
+                        sm90_stall(p.diag, 1, 4, u, -1, -1, -1, 0, dn);
 #pragma unroll 1
                     for (int q = 0; q < BQ; q++) {
                         volatile sm90_row *r = row_s + q;
@@ -357,7 +397,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         for (int q = 0; q < BQ; q++) cnt[q] = 0;
 
         const int qs = (int)(it & 1);
-        ltk_mbar_wait(&qfull_b[qs], (uint32_t)((it >> 1) & 1));
+        sm90_wait(&qfull_b[qs], (uint32_t)((it >> 1) & 1), p, 2, 2, u, it, -1, qs);
         const uint64_t desc_b = ltk_desc_sw128(q_s + qs * 16384);
 
         for (int32_t t = sm90_next_tile<BQ>(t0, t1, lo, hi); t < t1; t = sm90_next_tile<BQ>(t + 1, t1, lo, hi)) {
@@ -371,7 +411,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 scl[r] = 1.0f;
                 if (p.kv_scale) scl[r] = (int64_t)key < p.S ? __ldg(p.kv_scale + key) : 0.0f;
             }
-            ltk_mbar_wait(&full_b[stage], phase);
+            sm90_wait(&full_b[stage], phase, p, 2, 3, u, it, t, stage);
             const uint64_t desc_a = ltk_desc_sw128(kv_s + stage * (SM90_BKV * 128) + wg * (64 * 128));
 #pragma unroll
             for (int i = 0; i < 64; i++) ltk_fence_operand(acc[i]);

@@ -59,6 +59,8 @@ typedef struct ltk_scan_params {
     float *logits;
     int64_t ld;
     int nsplit;              /* key splits per q-block (persistent scheduling unit = q-block x split) */
+    int64_t watchdog_ns;     /* sm_90a: a barrier wait longer than this records where (diag) and traps (0 = off) */
+    int32_t *diag;           /* host-mapped watchdog record (cuda.cu, ltk_cuda_diag), may be NULL */
 } ltk_scan_params;
 
 /* ---- device helpers shared by every indexer kernel ---------------------------------------- */

@@ -43,6 +43,12 @@ static __device__ __forceinline__ void ltk_mbar_wait(uint64_t *bar, uint32_t par
     while (!ltk_mbar_try_wait(bar, parity)) {
     }
 }
+/* Nanoseconds of the global timer (the same clock on every SM): watchdogs of spin loops. */
+static __device__ __forceinline__ uint64_t ltk_globaltimer(void) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
 
 /* ---- TMA ----------------------------------------------------------------------------------- */
 static __device__ __forceinline__ void ltk_tma_prefetch_desc(const void *desc) {

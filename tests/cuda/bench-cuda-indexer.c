@@ -12,6 +12,8 @@
 #include "gpu-util.h"
 
 #include <omp.h>
+#include <stdarg.h>
+#include <time.h>
 
 static int cmp_i32(const void *a, const void *b) {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
@@ -25,6 +27,25 @@ static double pct(int32_t *v, int64_t n, double p) {
     return v[i];
 }
 
+/* Progress on stderr with the time since the start and since the last line: a stall shows where. */
+static double g_t0, g_tl;
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void progress(const char *fmt, ...) {
+    double t = now_s();
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "[%7.2f s %+7.2f s] ", t - g_t0, t - g_tl);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    g_tl = t;
+}
+
 typedef struct {
     const char *algo;
     double ms, tflops;
@@ -35,6 +56,10 @@ typedef struct {
 } result;
 
 int main(int argc, char **argv) {
+    /* unbuffered: a killed run keeps everything it printed */
+    setvbuf(stdout, NULL, _IONBF, 0);
+    setvbuf(stderr, NULL, _IONBF, 0);
+    g_t0 = g_tl = now_s();
     int64_t T = 8192;
     int H = 64, D = 128, k = 2048, reps = 5;
     const char *Slist = "262144,524288,786432,1048576";
@@ -80,8 +105,10 @@ int main(int argc, char **argv) {
     uint8_t *hq = malloc((size_t)(T * H * D)), *hkv = malloc((size_t)(Smax * D));
     float *hsc = malloc(sizeof(float) * (size_t)Smax), *hw = malloc(sizeof(float) * (size_t)(T * H));
     gu_gen_dsa(0x5eed1234ull, T, Smax, H, D, hq, hkv, hsc, hw);
+    progress("generated inputs");
     void *dq = gu_upload(hq, (size_t)(T * H * D)), *dkv = gu_upload(hkv, (size_t)(Smax * D));
     float *dsc = gu_upload(hsc, sizeof(float) * (size_t)Smax), *dw = gu_upload(hw, sizeof(float) * (size_t)(T * H));
+    progress("uploaded (CUDA context created)");
     int32_t *hks = calloc((size_t)T, sizeof(int32_t)), *hke = malloc(sizeof(int32_t) * (size_t)T);
     int32_t *dks = gu_upload(hks, sizeof(int32_t) * (size_t)T), *dke = NULL;
     GPU_CHECK(cudaMalloc((void **)&dke, sizeof(int32_t) * (size_t)T));
@@ -152,6 +179,7 @@ int main(int argc, char **argv) {
             }
             void *ws = NULL;
             GPU_CHECK(cudaMalloc(&ws, wsb ? wsb : 16));
+            progress("S=%lld %s: workspace %.0f MiB, warm-up call", (long long)S, name, (double)wsb / 1048576.0);
             ex.workspace = ws;
             ex.workspace_bytes = wsb;
             result r;
@@ -164,6 +192,7 @@ int main(int argc, char **argv) {
                 return 1;
             }
             GPU_CHECK(cudaStreamSynchronize(st));
+            progress("S=%lld %s: warm-up done, %d timed reps", (long long)S, name, reps < 64 ? reps : 64);
             double ts[64];
             int nr = reps < 64 ? reps : 64;
             for (int rep = 0; rep < nr; rep++) {
@@ -186,6 +215,7 @@ int main(int argc, char **argv) {
                     ts[j - 1] = x;
                 }
             r.ms = ts[nr / 2];
+            progress("S=%lld %s: reps done (median %.3f ms)", (long long)S, name, ts[nr / 2]);
             r.tflops = 2.0 * (double)T * (double)S * H * D / (r.ms * 1e-3) / 1e12;
             if (ex.algo == LTK_ALGO_FUSED) {
                 ltk_stats sts;
@@ -211,6 +241,7 @@ int main(int argc, char **argv) {
                     r.have_stats = 1;
                 }
                 ex.stats = NULL;
+                progress("S=%lld %s: stats call done", (long long)S, name);
             }
             char line[1024];
             int m = snprintf(line, sizeof line,
