@@ -466,9 +466,9 @@ static const char *dt_name(ltk_dtype dt) {
 /* ================================================================================================
  * indexer
  * ============================================================================================== */
-enum { G_RANDOM, G_GRID, G_EQUAL, G_TIES, G_INC, G_DEC, G_NONFINITE, G_NANHEAVY, G_NANINPUT, G_DENORM, G_EDGE };
+enum { G_RANDOM, G_GRID, G_EQUAL, G_TIES, G_INC, G_DEC, G_NONFINITE, G_NANHEAVY, G_NANINPUT, G_DENORM, G_EDGE, G_PERIODIC };
 static const char *gen_name[] = {"random", "grid", "all-equal", "ties", "increasing", "decreasing",
-                                 "nan/inf", "nan-heavy", "nan-input", "denormal", "bin-edges"};
+                                 "nan/inf", "nan-heavy", "nan-input", "denormal", "bin-edges", "periodic"};
 
 /* Integers in [0, 256], exact in every dtype, 0 and 256 frequent: with a score range of 256 the
  * edges of equal-width bins fall exactly on score values, and many entries tie on each of them. */
@@ -563,7 +563,8 @@ static int worst_first(const void *pa, const void *pb) {
 static int iprob_make(iprob *p, const icase *c) {
     memset(p, 0, sizeof *p);
     p->c = *c;
-    if (c->gen == G_INC || c->gen == G_DEC || c->gen == G_NONFINITE || c->gen == G_NANHEAVY) p->c.scale = 1;
+    if (c->gen == G_INC || c->gen == G_DEC || c->gen == G_NONFINITE || c->gen == G_NANHEAVY || c->gen == G_PERIODIC)
+        p->c.scale = 1;
     int64_t T = c->T, S = c->S, H = c->H, D = c->D;
     p->el = ltk_dtype_size(c->dt);
     p->qs = H * D + (c->strided ? 5 : 0);
@@ -594,14 +595,14 @@ static int iprob_make(iprob *p, const icase *c) {
             int64_t at = t * p->qs + i;
             if (g == G_RANDOM) put_rand(p->q, c->dt, at);
             else if (g == G_DENORM) put_val(p->q, c->dt, at, (float)rng_range(-3, 3));
-            else if (g == G_INC || g == G_DEC) put_val(p->q, c->dt, at, (float)rng_range(1, 4) * 0.25f);
+            else if (g == G_INC || g == G_DEC || g == G_PERIODIC) put_val(p->q, c->dt, at, (float)rng_range(1, 4) * 0.25f);
             else if (g == G_EDGE) put_val(p->q, c->dt, at, i == 0 ? 1.0f : 0.0f); /* score = relu(kv[s][0]) */
             else put_val(p->q, c->dt, at, grid_val());
         }
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < H; h++) {
             float w = g == G_RANDOM ? (float)rng_normal() : grid_w();
-            if (g == G_INC || g == G_DEC || g == G_DENORM) w = fabsf(w) * (rng_below(2) ? 1.0f : 0.5f);
+            if (g == G_INC || g == G_DEC || g == G_DENORM || g == G_PERIODIC) w = fabsf(w) * (rng_below(2) ? 1.0f : 0.5f);
             if (g == G_DENORM && rng_below(2)) w = -w;
             if (g == G_TIES && t == 0 && T > 1) w = 0.0f; /* row 0: every score 0 */
             if (g == G_EDGE) w = h == 0 ? 1.0f : 0.0f;
@@ -623,7 +624,7 @@ static int iprob_make(iprob *p, const icase *c) {
             }
             if (g == G_RANDOM) put_rand(p->kv, c->dt, at + d);
             else if (g == G_DENORM) put_val(p->kv, c->dt, at + d, ldexpf((float)rng_range(-7, 7), -140));
-            else if (g == G_INC || g == G_DEC) put_val(p->kv, c->dt, at + d, (float)rng_range(1, 4) * 0.25f);
+            else if (g == G_INC || g == G_DEC || g == G_PERIODIC) put_val(p->kv, c->dt, at + d, (float)rng_range(1, 4) * 0.25f);
             else if (g == G_EDGE) put_val(p->kv, c->dt, at + d, d == 0 ? edge_val(c->dt) : grid_val());
             else put_val(p->kv, c->dt, at + d, grid_val());
             if (g == G_NANINPUT && rng_below(33) == 0) put_val(p->kv, c->dt, at + d, NAN);
@@ -645,6 +646,7 @@ static int iprob_make(iprob *p, const icase *c) {
         }
         case G_NANHEAVY: sc = rng_below(20) ? NAN : 1.0f; break;
         case G_EDGE: sc = 1.0f; break;
+        case G_PERIODIC: sc = s % 4 == 0 ? 8.0f : 1.0f; break; /* every 4th key on top */
         default: sc = ldexpf(1.0f, (int)rng_range(-2, 1)); break;
         }
         p->scale[s] = sc;
@@ -1421,6 +1423,30 @@ static void test_indexer_nan_inputs(void) {
     }
 }
 
+/* Periodic scores (every 4th key far above the others) that a strided sample of stride 4 sees
+ * only at its peaks: S = 1664 makes the CPU cold sample's strided part exactly the keys 4i, so its
+ * predicted start lies far above the k-th best and the scan must catch that and redo the rows. */
+static void test_indexer_periodic(void) {
+    const icase cs[] = {
+        IC(.T = 17, .S = 1664, .H = 4, .D = 32, .k = 500, .dt = LTK_DTYPE_BF16, .gen = G_PERIODIC, .threads = 1),
+        IC(.T = 5, .S = 1664, .H = 2, .D = 32, .k = 300, .dt = LTK_DTYPE_E4M3, .gen = G_PERIODIC,
+           .flags = LTK_FLAG_UNSORTED),
+    };
+    run_icases(cs, sizeof cs / sizeof cs[0]);
+    for (int b = 0; b < g_nbe; b++) {
+        if (g_be[b] != LTK_BACKEND_CPU) continue;
+        iprob p;
+        iprob_make(&p, &cs[0]);
+        irun f = {0};
+        test_ctx("indexer periodic: the cpu predicted-start fallback is exercised");
+        if (run_indexer(&p, LTK_BACKEND_CPU, LTK_ALGO_FUSED, 1, 0, 0, NULL, 0, &f, "cpu fused"))
+            CHECK(f.st.s->fallback_rows > 0, "cpu fused: fallback_rows = %lld: the misleading sample was not caught",
+                  (long long)f.st.s->fallback_rows);
+        irun_free(&f);
+        iprob_free(&p);
+    }
+}
+
 /* Subnormal fp32 keys (multiples of 2^-140): exact in IEEE fp32, all zero if flushed. CPU only. */
 static void test_indexer_denormal(void) {
     const icase cs[] = {
@@ -1763,7 +1789,7 @@ int main(int argc, char **argv) {
         T_ENTRY(test_knn_k_edges),          T_ENTRY(test_indexer_random),       T_ENTRY(test_indexer_k_edges),
         T_ENTRY(test_indexer_all_equal),    T_ENTRY(test_indexer_flat_overflow), T_ENTRY(test_indexer_ties_boundary),
         T_ENTRY(test_indexer_monotone),     T_ENTRY(test_indexer_nonfinite),    T_ENTRY(test_indexer_nan_inputs),
-        T_ENTRY(test_indexer_denormal),     T_ENTRY(test_indexer_ranges),       T_ENTRY(test_indexer_strided),
+        T_ENTRY(test_indexer_denormal),     T_ENTRY(test_indexer_periodic),     T_ENTRY(test_indexer_ranges),       T_ENTRY(test_indexer_strided),
         T_ENTRY(test_indexer_hot_set),      T_ENTRY(test_concurrent_calls),
     };
     int rc = T_RUN_ALL(tests);

@@ -129,6 +129,25 @@ static int shortcut(const ltk_indexer_args *a, int64_t n) {
     return n <= a->k && (a->flags & LTK_FLAG_UNSORTED) && !a->out_scores;
 }
 
+/* Smallest r with P(Poisson(mu) >= r) <= 1e-6, mu = n k / N (knn.c's rule): with an unbiased
+ * strided sample of n of the row's N keys, the number of sample keys above the row's k-th best
+ * exceeds r - 1 only with that probability. 0 when r >= k (no better than the k-th best). */
+static int64_t pred_rank(int64_t n, int64_t k, int64_t N) {
+    double mu = (double)n * (double)k / (double)N;
+    int64_t r = 0;
+    if (mu < 400.0) {
+        double pmf = exp(-mu), tail = 1.0; /* tail = P(X >= r) */
+        while (tail > 1e-6 && r < n) {
+            tail -= pmf;
+            r++;
+            pmf *= mu / (double)r;
+        }
+    } else {
+        r = (int64_t)ceil(mu + 5.3 * sqrt(mu) + 2.0);
+    }
+    return r >= k || r > n ? 0 : r;
+}
+
 static void pack_tile(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, const int64_t *slist,
                       int64_t s0, int n) {
     K->idx_pack_tile(a->kv, a->dtype, a->kv_stride_s, slist, s0, n, &p->g, x->tile);
@@ -160,6 +179,35 @@ typedef struct {
     int64_t cand, cand_max, bins, bins_max, comp, fb;
     int32_t *rc, *rbe; /* optional per-row detail */
 } acc_stats;
+
+/* Fallback of a row whose predicted start failed: the conservative start from the block's sample
+ * (still in x->ssc; row r's valid keys), then a scan of the row alone. */
+static void rescan_row(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, int r, int64_t t,
+                       int64_t lo, int64_t hi, const float *w, int64_t ms, int64_t nstr) {
+    (void)t;
+    (void)nstr;
+    ltkc_row *row = &x->rows[r];
+    ltkc_row_setup(row, x->rscore + (size_t)r * p->cap, x->ridx + (size_t)r * p->cap, x->rhist + (size_t)r * LTKC_NB,
+                   p->cap, a->k, LTKC_MODE_BINS);
+    int64_t mv = 0;
+    for (int64_t i = 0; i < ms; i++)
+        if (x->slist[i] >= lo && x->slist[i] < hi) x->svalid[mv++] = x->ssc[(size_t)r * p->ms + i];
+    ltkc_row_init_sample(row, x->svalid, mv, &x->tmp);
+    for (int64_t s0 = lo - lo % NK; s0 < hi; s0 += NK) {
+        int n = hi - s0 < NK ? (int)(hi - s0) : NK;
+        pack_tile(a, p, K, x, NULL, s0, n);
+        K->idx_score(x->q + p->qrow * r, w, x->tile, a->kv_scale ? x->scale : NULL, &p->g, x->sc);
+        int j0 = lo > s0 ? (int)(lo - s0) : 0, j1 = hi < s0 + n ? (int)(hi - s0) : n;
+        uint64_t m;
+        K->gate_mask(x->sc, NK, row->edge, &m);
+        m &= (j1 - j0 == 64 ? ~0ull : ((1ull << (j1 - j0)) - 1) << j0);
+        for (; m; m &= m - 1) {
+            int j = __builtin_ctzll(m);
+            ltkc_row_push(row, x->sc[j], s0 + j, &x->tmp);
+        }
+        ltkc_row_refresh(row);
+    }
+}
 
 /* One block of rows [t0, t1) on one thread. mode: 0 fused, 1 materialize (store into M rows
  * starting at row m0), 2 score only. */
@@ -198,10 +246,12 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
     if (blo >= bhi) return;
     const float *W[RB];
     for (int r = 0; r < nr; r++) W[r] = a->weights + (t0 + r) * a->w_stride_t;
+    int pred[RB]; /* 1: the row starts at a predicted edge, verified after the scan */
+    memset(pred, 0, sizeof pred);
+    int64_t ms = 0, nstr = 0; /* sample size; slist[0..nstr): its unbiased strided part */
 
     if (mode == 0) {
         /* ---- sample: distinct keys valid for the rows that use them ---- */
-        int64_t ms = 0;
         if (any_long) {
             if (nhot > 0) {
                 for (int64_t i = 0; i < nhot && ms < p->ms; i++)
@@ -212,6 +262,7 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
                 int64_t len = chi - clo, m = len < COLD_SAMPLE ? len : COLD_SAMPLE;
                 int64_t win = m / 4, rest = m - win, slen = len - win;
                 for (int64_t i = 0; i < rest; i++) x->slist[ms++] = clo + i * slen / rest;
+                nstr = rest;
                 for (int64_t i = 0; i < win; i++) x->slist[ms++] = chi - win + i;
             }
         }
@@ -235,6 +286,22 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
             for (int64_t i = 0; i < ms; i++)
                 if (x->slist[i] >= lo[r] && x->slist[i] < hi[r]) x->svalid[mv++] = x->ssc[(size_t)r * p->ms + i];
             ltkc_row_init_sample(row, x->svalid, mv, &x->tmp);
+            /* Predicted start (knn.c's header): the rp-th best of the strided sample, a few sigma
+             * below the estimated k-th best. The strided keys lie in [clo, chi), inside the row,
+             * and come first in svalid. Only a guess: verified after the scan. */
+            int64_t rp = nstr >= 64 ? pred_rank(nstr, a->k, n) : 0;
+            if (rp > 0) {
+                K->keys_f32(x->svalid, nstr, x->tmp.keys);
+                int64_t te;
+                uint32_t Kr = ltkc_kth_key(x->tmp.keys, nstr, rp, &te, x->tmp.hist);
+                float e0 = ltk_rank_key_to_f32(Kr);
+                if (e0 > -INFINITY && e0 > row->edge) { /* not NaN, above the conservative start */
+                    int32_t b0 = ltkc_bin(row, e0);
+                    if (b0 > row->th) row->th = b0; /* edge_of(th' > bin(e0)) > e0: gates only rise */
+                    row->edge = e0;
+                    pred[r] = 1;
+                }
+            }
         }
     }
 
@@ -273,7 +340,16 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
         if (!active[r]) continue;
         int64_t t = t0 + r, n = hi[r] - lo[r];
         ltkc_row *row = &x->rows[r];
-        int64_t be;
+        int64_t be, app0 = 0, comp0 = 0, redone = 0;
+        if (pred[r] && row->appended < a->k) {
+            /* Fewer than k entries passed a gate >= e0: e0 is not proven <= the k-th best.
+             * Redo the row from the conservative start (the sample's k-th best). */
+            app0 = row->appended;
+            comp0 = row->compactions;
+            rescan_row(a, p, K, x, r, t0 + r, lo[r], hi[r], W[r], ms, nstr);
+            st->fb++;
+            redone = 1;
+        }
         int64_t m = ltkc_row_final(row, &x->tmp, x->sa, x->sb, unsorted, x->opos, &be);
         int64_t nnan = 0;
         int64_t *nan_idx = (int64_t *)x->sa;
@@ -287,8 +363,10 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
                 for (int j = 0; j < nn && nnan < need; j++)
                     if (s0 + j >= lo[r] && x->sc[j] != x->sc[j]) nan_idx[nnan++] = s0 + j;
             }
-            st->fb++;
+            if (!redone) st->fb++;
         }
+        row->appended += app0;
+        row->compactions += comp0;
         write_out(a, t, row->score, row->idx, x->opos, m, nan_idx, nnan);
         if (n > a->k) {
             st->cand += row->appended;
@@ -300,6 +378,51 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
         if (n > a->k && st->rc) st->rc[t] = (int32_t)(row->appended < INT32_MAX ? row->appended : INT32_MAX);
         if (n > a->k && st->rbe) st->rbe[t] = (int32_t)(be < INT32_MAX ? be : INT32_MAX);
     }
+}
+
+/* The hot-set vote of ltk_state_vote_host (votes desc, then larger key first; the same result),
+ * by counting instead of sorting T k keys: keys are < S, votes <= T. NULL/-1: use the host one. */
+static int vote_counting(const ltk_indexer_args *a) {
+    int64_t S = a->S, T = a->T;
+    int32_t *cnt = calloc((size_t)S + 1, sizeof(int32_t));
+    int64_t *off = calloc((size_t)T + 2, sizeof(int64_t));
+    int ok = cnt && off;
+    int absolute = (a->flags & LTK_FLAG_ABSOLUTE) != 0;
+    for (int64_t t = 0; t < T && ok; t++) {
+        int64_t base = (absolute || !a->ks) ? 0 : a->ks[t];
+        const int32_t *oi = a->out_idx + t * a->out_stride;
+        for (int64_t j = 0; j < a->k; j++) {
+            int64_t v = oi[j];
+            if (v < 0) continue;
+            v += base;
+            if (v >= S || v > INT32_MAX) {
+                ok = 0;
+                break;
+            }
+            cnt[v]++;
+        }
+    }
+    if (ok) {
+        /* off[v] = keys with more than v votes (v <= T: a key appears at most once per row) */
+        for (int64_t key = 0; key < S; key++)
+            if (cnt[key] > 0) off[cnt[key] - 1]++;
+        int64_t acc = 0;
+        for (int64_t v = T; v >= 0; v--) {
+            int64_t c = off[v];
+            off[v] = acc;
+            acc += c;
+        }
+        int64_t cap = a->state->capacity, m = acc < cap ? acc : cap;
+        a->state->keys[0] = (int32_t)m;
+        for (int64_t key = S - 1; key >= 0; key--)
+            if (cnt[key] > 0) {
+                int64_t pos = off[cnt[key] - 1]++;
+                if (pos < m) a->state->keys[1 + pos] = (int32_t)key;
+            }
+    }
+    free(cnt);
+    free(off);
+    return ok;
 }
 
 static int cmp_i32(const void *x, const void *y) {
@@ -414,6 +537,7 @@ ltk_status ltkc_indexer(const ltk_indexer_args *a, const ltk_exec *e, void *ws, 
         st->compactions = tot.comp;
         st->fallback_rows = tot.fb;
     }
+    if (a->state && e->algo != LTK_ALGO_SCORE_ONLY && vote_counting(a)) return LTK_OK;
     if (a->state && e->algo != LTK_ALGO_SCORE_ONLY)
         return ltk_state_vote_host(a->state, a->out_idx, a->T, a->k, a->out_stride, a->ks,
                                    (a->flags & LTK_FLAG_ABSOLUTE) != 0);
