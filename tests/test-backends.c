@@ -1498,6 +1498,10 @@ static void test_indexer_hot_set(void) {
         IC(.T = 3, .S = 5000, .H = 1, .D = 32, .k = 2048, .dt = LTK_DTYPE_E4M3, .gen = G_EQUAL, .state = ST_WORST),
         IC(.T = 3, .S = 1500, .H = 2, .D = 32, .k = 200, .dt = LTK_DTYPE_F32, .gen = G_NANHEAVY, .state = ST_JUNK),
         IC(.T = 3, .S = 3000, .H = 4, .D = 32, .k = 64, .dt = LTK_DTYPE_BF16, .gen = G_RANDOM, .state = ST_BEST),
+        /* k close to n: no predicted start on the CPU, the hot keys are sampled with the cold ones */
+        IC(.T = 4, .S = 400, .H = 2, .D = 32, .k = 300, .dt = LTK_DTYPE_BF16, .gen = G_RANDOM, .state = ST_BEST),
+        IC(.T = 4, .S = 400, .H = 2, .D = 32, .k = 300, .dt = LTK_DTYPE_E4M3, .gen = G_GRID, .state = ST_WORST),
+        IC(.T = 4, .S = 400, .H = 2, .D = 32, .k = 300, .dt = LTK_DTYPE_E4M3, .gen = G_RANDOM, .state = ST_CARRY),
         IC(.T = 5, .S = 3000, .H = 4, .D = 32, .k = 64, .dt = LTK_DTYPE_E4M3, .gen = G_GRID, .state = ST_WORST, .hotcap = 5),
         IC(.T = 5, .S = 3000, .H = 4, .D = 32, .k = 64, .dt = LTK_DTYPE_F32, .gen = G_RANDOM, .state = ST_CARRY, .hotcap = 1),
         IC(.T = 3, .S = 4000, .H = 2, .D = 32, .k = 300, .dt = LTK_DTYPE_E4M3, .gen = G_TIES, .state = ST_BEST,

@@ -6,9 +6,17 @@
  * candidates are kept (docs/design.md steps 0-6). Materialize: the same block loop stores every
  * score into a row-chunk of the score matrix, then the exact select runs on it.
  *
- * Cold-start sample: on the CPU a sampled key costs as much as scoring ~5 gate passes, so the
- * sample is small (it mainly fixes the bin range): 3/4 strided over the block's common range and
- * 1/4 most recent keys; the histogram refresh after every tile tightens the gate from there.
+ * Sample: on the CPU a sampled key costs as much as a scanned one, so the sample is small (512
+ * keys): 3/4 strided over the block's common range and 1/4 most recent keys. It fixes the bins,
+ * and the strided part (unbiased) gives each long row a predicted start, as in knn.c: the rp-th
+ * best strided score, rp = the Poisson(mu = nstr k / n) 1e-6 tail rank, a few sigma below the
+ * row's estimated k-th best (T=256 S=64K k=2048: 4,190 candidates per row instead of 10,330 from
+ * th = 0). Gates only rise from it (histogram refresh, compaction), so every pushed entry is >= e0;
+ * after the scan, >= k pushed entries prove the row's k-th best >= e0 and the select exact;
+ * otherwise the row is redone alone from the conservative start (rescan_row, fallback_rows).
+ * The hot set (a biased sample: only its k-th best is a safe start) is scored only in blocks
+ * where no predicted start exists; there the start is the larger k-th best of the cold and hot
+ * parts. The hot-set vote counts keys instead of sorting T k of them (vote_counting).
  */
 #include "cpu-impl.h"
 
@@ -68,7 +76,7 @@ static plan make_plan(const ltk_indexer_args *a, const ltk_exec *e) {
     /* The workspace must not depend on the state (callers size it once, then pass a state):
      * at most 3k hot keys (k' = 3k, best first) are used as the sample. */
     p.hot = 3 * (int64_t)a->k < HOT_MAX ? 3 * (int64_t)a->k : HOT_MAX;
-    p.ms = COLD_SAMPLE > p.hot ? COLD_SAMPLE : p.hot;
+    p.ms = COLD_SAMPLE + p.hot; /* the cold (strided) sample, then the hot keys */
     int64_t rbm = a->S > 0 ? (int64_t)(MAT_BYTES / ((size_t)a->S * 4)) : a->T;
     if (rbm < 1) rbm = 1;
     if (rbm > a->T) rbm = a->T > 0 ? a->T : 1;
@@ -180,19 +188,59 @@ typedef struct {
     int32_t *rc, *rbe; /* optional per-row detail */
 } acc_stats;
 
+/* Bin of the k-th best of s[0..m) (0 if m < k): a lower bound of the row's k-th best's bin when
+ * s are scores of distinct keys of the row. */
+static int32_t kth_bin(const ltkc_kern *K, thr *x, const ltkc_row *row, const float *s, int64_t m, int64_t k) {
+    if (m < k) return 0;
+    K->keys_f32(s, m, x->tmp.keys);
+    int64_t te;
+    uint32_t Kk = ltkc_kth_key(x->tmp.keys, m, k, &te, x->tmp.hist);
+    return ltkc_bin(row, ltk_rank_key_to_f32(Kk)); /* NaN: bin 0 */
+}
+
+/* Start of a long row (BINS mode) from the block's sample scores x->ssc (docs/design.md step 1).
+ * Bins from all valid sample scores; conservative start: the larger k-th-best bin of the cold part
+ * and of the hot part (each of distinct keys; the two may share keys, so not of their union).
+ * predict: also the predicted start (knn.c's header): the rp-th best of the unbiased strided
+ * part, a few sigma below the estimated k-th best; only a guess, verified after the scan.
+ * Returns 1 if the row starts at the predicted edge. */
+static int row_start(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, int r, int64_t lo,
+                     int64_t hi, int64_t ms, int64_t ncold, int64_t nstr, int predict) {
+    ltkc_row *row = &x->rows[r];
+    int64_t mv = 0, mc = 0, msv = 0;
+    for (int64_t i = 0; i < ms; i++)
+        if (x->slist[i] >= lo && x->slist[i] < hi) {
+            x->svalid[mv++] = x->ssc[(size_t)r * p->ms + i];
+            if (i < ncold) mc = mv;
+            if (i < nstr) msv = mv;
+        }
+    ltkc_row_sample_bins(row, x->svalid, mv);
+    int32_t tc = kth_bin(K, x, row, x->svalid, mc, a->k), th = kth_bin(K, x, row, x->svalid + mc, mv - mc, a->k);
+    row->th = tc > th ? tc : th;
+    row->edge = ltkc_edge_of(row, row->th);
+    /* the strided keys come first in svalid; all of them are valid for the row (msv == nstr) */
+    int64_t rp = predict && msv == nstr && nstr >= 64 ? pred_rank(nstr, a->k, hi - lo) : 0;
+    if (rp <= 0) return 0;
+    K->keys_f32(x->svalid, nstr, x->tmp.keys);
+    int64_t te;
+    uint32_t Kr = ltkc_kth_key(x->tmp.keys, nstr, rp, &te, x->tmp.hist);
+    float e0 = ltk_rank_key_to_f32(Kr);
+    if (!(e0 > -INFINITY && e0 > row->edge)) return 0; /* NaN, or not above the conservative start */
+    int32_t b0 = ltkc_bin(row, e0);
+    if (b0 > row->th) row->th = b0; /* edge_of(th' > bin(e0)) > e0: gates only rise */
+    row->edge = e0;
+    return 1;
+}
+
 /* Fallback of a row whose predicted start failed: the conservative start from the block's sample
  * (still in x->ssc; row r's valid keys), then a scan of the row alone. */
 static void rescan_row(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, int r, int64_t t,
-                       int64_t lo, int64_t hi, const float *w, int64_t ms, int64_t nstr) {
+                       int64_t lo, int64_t hi, const float *w, int64_t ms, int64_t ncold, int64_t nstr) {
     (void)t;
-    (void)nstr;
     ltkc_row *row = &x->rows[r];
     ltkc_row_setup(row, x->rscore + (size_t)r * p->cap, x->ridx + (size_t)r * p->cap, x->rhist + (size_t)r * LTKC_NB,
                    p->cap, a->k, LTKC_MODE_BINS);
-    int64_t mv = 0;
-    for (int64_t i = 0; i < ms; i++)
-        if (x->slist[i] >= lo && x->slist[i] < hi) x->svalid[mv++] = x->ssc[(size_t)r * p->ms + i];
-    ltkc_row_init_sample(row, x->svalid, mv, &x->tmp);
+    row_start(a, p, K, x, r, lo, hi, ms, ncold, nstr, 0);
     for (int64_t s0 = lo - lo % NK; s0 < hi; s0 += NK) {
         int n = hi - s0 < NK ? (int)(hi - s0) : NK;
         pack_tile(a, p, K, x, NULL, s0, n);
@@ -248,22 +296,30 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
     for (int r = 0; r < nr; r++) W[r] = a->weights + (t0 + r) * a->w_stride_t;
     int pred[RB]; /* 1: the row starts at a predicted edge, verified after the scan */
     memset(pred, 0, sizeof pred);
-    int64_t ms = 0, nstr = 0; /* sample size; slist[0..nstr): its unbiased strided part */
+    /* sample: slist[0..ms); [0..nstr) unbiased strided, [0..ncold) cold (distinct), then hot (distinct) */
+    int64_t ms = 0, nstr = 0, ncold = 0;
 
     if (mode == 0) {
         /* ---- sample: distinct keys valid for the rows that use them ---- */
         if (any_long) {
-            if (nhot > 0) {
-                for (int64_t i = 0; i < nhot && ms < p->ms; i++)
-                    if (hot[i] >= blo && hot[i] < bhi) x->slist[ms++] = hot[i];
-                if (ms < 64) ms = 0; /* hot set misses this block: cold sample instead */
-            }
-            if (ms == 0 && clo < chi) {
+            if (clo < chi) {
                 int64_t len = chi - clo, m = len < COLD_SAMPLE ? len : COLD_SAMPLE;
                 int64_t win = m / 4, rest = m - win, slen = len - win;
                 for (int64_t i = 0; i < rest; i++) x->slist[ms++] = clo + i * slen / rest;
                 nstr = rest;
                 for (int64_t i = 0; i < win; i++) x->slist[ms++] = chi - win + i;
+            }
+            ncold = ms;
+            /* Hot keys: each costs a scored key, and where the strided part gives a predicted start
+             * for every long row (rp > 0 at the shortest one, the largest mu) that start gates about
+             * as tightly as the hot set's k-th best (T=256 S=64K k=2048, chunk 64: 4190 vs 3770
+             * candidates per row) for none of the ~4.7% extra scoring, so they are scored only where
+             * it does not. Both together: the start is the larger of the two (row_start). */
+            int predictable = nstr >= 64 && pred_rank(nstr, a->k, chi - clo) > 0;
+            if (nhot > 0 && !predictable) {
+                for (int64_t i = 0; i < nhot && ms < p->ms; i++)
+                    if (hot[i] >= blo && hot[i] < bhi) x->slist[ms++] = hot[i];
+                if (ms - ncold < 64) ms = ncold; /* hot set misses this block */
             }
         }
         for (int64_t c = 0; c < ms; c += NK) {
@@ -282,26 +338,7 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
             ltkc_row_setup(row, x->rscore + (size_t)r * p->cap, x->ridx + (size_t)r * p->cap,
                            x->rhist + (size_t)r * LTKC_NB, p->cap, a->k, n <= a->k ? LTKC_MODE_ALL : LTKC_MODE_BINS);
             if (n <= a->k) continue;
-            int64_t mv = 0;
-            for (int64_t i = 0; i < ms; i++)
-                if (x->slist[i] >= lo[r] && x->slist[i] < hi[r]) x->svalid[mv++] = x->ssc[(size_t)r * p->ms + i];
-            ltkc_row_init_sample(row, x->svalid, mv, &x->tmp);
-            /* Predicted start (knn.c's header): the rp-th best of the strided sample, a few sigma
-             * below the estimated k-th best. The strided keys lie in [clo, chi), inside the row,
-             * and come first in svalid. Only a guess: verified after the scan. */
-            int64_t rp = nstr >= 64 ? pred_rank(nstr, a->k, n) : 0;
-            if (rp > 0) {
-                K->keys_f32(x->svalid, nstr, x->tmp.keys);
-                int64_t te;
-                uint32_t Kr = ltkc_kth_key(x->tmp.keys, nstr, rp, &te, x->tmp.hist);
-                float e0 = ltk_rank_key_to_f32(Kr);
-                if (e0 > -INFINITY && e0 > row->edge) { /* not NaN, above the conservative start */
-                    int32_t b0 = ltkc_bin(row, e0);
-                    if (b0 > row->th) row->th = b0; /* edge_of(th' > bin(e0)) > e0: gates only rise */
-                    row->edge = e0;
-                    pred[r] = 1;
-                }
-            }
+            pred[r] = row_start(a, p, K, x, r, lo[r], hi[r], ms, ncold, nstr, 1);
         }
     }
 
@@ -346,7 +383,7 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
              * Redo the row from the conservative start (the sample's k-th best). */
             app0 = row->appended;
             comp0 = row->compactions;
-            rescan_row(a, p, K, x, r, t0 + r, lo[r], hi[r], W[r], ms, nstr);
+            rescan_row(a, p, K, x, r, t0 + r, lo[r], hi[r], W[r], ms, ncold, nstr);
             st->fb++;
             redone = 1;
         }
