@@ -418,7 +418,7 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
 }
 
 /* The hot-set vote of ltk_state_vote_host (votes desc, then larger key first; the same result),
- * by counting instead of sorting T k keys: keys are < S, votes <= T. NULL/-1: use the host one. */
+ * by counting instead of sorting T k keys: keys are < S, votes <= T. 0: use the host one. */
 static int vote_counting(const ltk_indexer_args *a) {
     int64_t S = a->S, T = a->T;
     int32_t *cnt = calloc((size_t)S + 1, sizeof(int32_t));
@@ -432,7 +432,7 @@ static int vote_counting(const ltk_indexer_args *a) {
             int64_t v = oi[j];
             if (v < 0) continue;
             v += base;
-            if (v >= S || v > INT32_MAX) {
+            if (v >= S || v > INT32_MAX || cnt[v] >= T) { /* (a repeated key: not ours) */
                 ok = 0;
                 break;
             }
