@@ -421,6 +421,9 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
  * by counting instead of sorting T k keys: keys are < S, votes <= T. 0: use the host one. */
 static int vote_counting(const ltk_indexer_args *a) {
     int64_t S = a->S, T = a->T;
+    /* Counting needs an S-sized array: only when that is no larger than the sort's O(T k) scratch
+     * (S may be up to 2^31: 8 GiB of counters for a handful of rows). */
+    if (S > 4 * T * (int64_t)a->k) return 0;
     int32_t *cnt = calloc((size_t)S + 1, sizeof(int32_t));
     int64_t *off = calloc((size_t)T + 2, sizeof(int64_t));
     int ok = cnt && off;

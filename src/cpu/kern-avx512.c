@@ -773,7 +773,9 @@ T512VN static void k8_pack_query(const float *q, int D, uint32_t *q4, float *out
     }
     out[0] = sc;
     out[1] = sc > 0.0f ? _mm512_reduce_add_ps(acc) : INFINITY;
-    *corr = 128 * _mm512_reduce_add_epi32(sum);
+    /* Unsigned: a NaN/inf query converts to INT_MIN lanes (the screen is then off, out[1] = +inf, and
+     * corr unused); the product must still not be signed overflow. */
+    *corr = (int32_t)(128u * (uint32_t)_mm512_reduce_add_epi32(sum));
 }
 
 /* Upper bound of the canonical rank score from the exact integer dot I (knn.c has the bound):
