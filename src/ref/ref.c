@@ -61,8 +61,14 @@ static ltk_status ref_indexer(const ltk_indexer_args *a, const ltk_exec *e, void
     (void)wsb;
     int64_t T = a->T, S = a->S;
     int H = a->H, D = a->D, k = a->k;
+    /* One row buffer of the longest visible range (not S: S may be 2^31 for rows that see a few keys). */
+    int64_t maxlen = 1;
+    for (int64_t t = 0; t < T; t++) {
+        int64_t len = (a->ke ? a->ke[t] : S) - (a->ks ? a->ks[t] : 0);
+        if (len > maxlen) maxlen = len;
+    }
     double *q = malloc(sizeof(double) * (size_t)H * (size_t)D);
-    scored *row = malloc(sizeof(scored) * (size_t)(S > 0 ? S : 1));
+    scored *row = malloc(sizeof(scored) * (size_t)maxlen);
     if (!q || !row) {
         free(q);
         free(row);
@@ -108,6 +114,7 @@ static ltk_status ref_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, si
     (void)wsb;
     int64_t B = a->B, N = a->N;
     int D = a->D;
+    if (B == 0) N = 0; /* nothing to rank: no buffers sized by a base that need not exist */
     scored *row = malloc(sizeof(scored) * (size_t)(N > 0 ? N : 1));
     double *q = malloc(sizeof(double) * (size_t)D);
     double *xn = malloc(sizeof(double) * (size_t)(N > 0 ? N : 1));
@@ -158,7 +165,12 @@ static ltk_status ref_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, si
 static ltk_status ref_select(const ltk_select_args *a, const ltk_exec *e, void *ws, size_t wsb) {
     (void)ws;
     (void)wsb;
-    scored *row = malloc(sizeof(scored) * (size_t)(a->cols > 0 ? a->cols : 1));
+    int64_t maxlen = 1; /* the longest valid range, not cols */
+    for (int64_t r = 0; r < a->rows; r++) {
+        int64_t len = (a->ends ? a->ends[r] : a->cols) - (a->starts ? a->starts[r] : 0);
+        if (len > maxlen) maxlen = len;
+    }
+    scored *row = malloc(sizeof(scored) * (size_t)maxlen);
     if (!row) return ltk_error(LTK_ENOMEM, "ref select: allocation failed");
     for (int64_t r = 0; r < a->rows; r++) {
         int64_t lo = a->starts ? a->starts[r] : 0, hi = a->ends ? a->ends[r] : a->cols;
