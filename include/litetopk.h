@@ -129,7 +129,7 @@ typedef struct ltk_stats {
     int64_t bin_entries;      /* entries in the final threshold bin, summed over rows */
     int64_t bin_entries_max;  /* largest threshold-bin size */
     int64_t compactions;      /* candidate-buffer tighten-and-compact events */
-    int64_t fallback_rows;    /* rows redone on the exact dense fallback */
+    int64_t fallback_rows;    /* rows redone exactly: dense fallback, or a rescan from the conservative start */
     /* Optional per-row detail (host memory, length = rows of the call), or NULL. */
     int32_t *row_candidates;
     int32_t *row_bin_entries;
