@@ -137,24 +137,6 @@ static int shortcut(const ltk_indexer_args *a, int64_t n) {
     return n <= a->k && (a->flags & LTK_FLAG_UNSORTED) && !a->out_scores;
 }
 
-/* Smallest r with P(Poisson(mu) >= r) <= 1e-6, mu = n k / N (knn.c's rule): with an unbiased
- * strided sample of n of the row's N keys, the number of sample keys above the row's k-th best
- * exceeds r - 1 only with that probability. 0 when r >= k (no better than the k-th best). */
-static int64_t pred_rank(int64_t n, int64_t k, int64_t N) {
-    double mu = (double)n * (double)k / (double)N;
-    int64_t r = 0;
-    if (mu < 400.0) {
-        double pmf = exp(-mu), tail = 1.0; /* tail = P(X >= r) */
-        while (tail > 1e-6 && r < n) {
-            tail -= pmf;
-            r++;
-            pmf *= mu / (double)r;
-        }
-    } else {
-        r = (int64_t)ceil(mu + 5.3 * sqrt(mu) + 2.0);
-    }
-    return r >= k || r > n ? 0 : r;
-}
 
 static void pack_tile(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, const int64_t *slist,
                       int64_t s0, int n) {
@@ -219,7 +201,7 @@ static int row_start(const ltk_indexer_args *a, const plan *p, const ltkc_kern *
     row->th = tc > th ? tc : th;
     row->edge = ltkc_edge_of(row, row->th);
     /* the strided keys come first in svalid; all of them are valid for the row (msv == nstr) */
-    int64_t rp = predict && msv == nstr && nstr >= 64 ? pred_rank(nstr, a->k, hi - lo) : 0;
+    int64_t rp = predict && msv == nstr && nstr >= 64 ? ltkc_pred_rank(nstr, a->k, hi - lo) : 0;
     if (rp <= 0) return 0;
     K->keys_f32(x->svalid, nstr, x->tmp.keys);
     int64_t te;
@@ -315,7 +297,7 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
              * as tightly as the hot set's k-th best (T=256 S=64K k=2048, chunk 64: 4190 vs 3770
              * candidates per row) for none of the ~4.7% extra scoring, so they are scored only where
              * it does not. Both together: the start is the larger of the two (row_start). */
-            int predictable = nstr >= 64 && pred_rank(nstr, a->k, chi - clo) > 0;
+            int predictable = nstr >= 64 && ltkc_pred_rank(nstr, a->k, chi - clo) > 0;
             if (nhot > 0 && !predictable) {
                 for (int64_t i = 0; i < nhot && ms < p->ms; i++)
                     if (hot[i] >= blo && hot[i] < bhi) x->slist[ms++] = hot[i];

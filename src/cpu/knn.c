@@ -113,24 +113,6 @@ typedef struct {
 
 static double gam(double n) { return n * 0x1p-24 / (1.0 - n * 0x1p-24); }
 
-/* Smallest r with P(Poisson(mu) >= r) <= 1e-6, mu = n k / N: the Poisson tail bounds the tail of
- * the number of sample entries above the row's k-th best (binomial/hypergeometric for a random
- * sample, above the mean). 0 when r >= k (no better than the sample's k-th best). */
-static int64_t pred_rank(int64_t n, int64_t k, int64_t N) {
-    double mu = (double)n * (double)k / (double)N;
-    int64_t r = 0;
-    if (mu < 400.0) {
-        double pmf = exp(-mu), tail = 1.0; /* tail = P(X >= r) */
-        while (tail > 1e-6 && r < n) {
-            tail -= pmf;
-            r++;
-            pmf *= mu / (double)r;
-        }
-    } else {
-        r = (int64_t)ceil(mu + 5.3 * sqrt(mu) + 2.0); /* ~5 sigma plus the skew */
-    }
-    return r >= k || r > n ? 0 : r;
-}
 
 static plan make_plan(const ltk_knn_args *a, const ltk_exec *e) {
     plan p;
@@ -160,7 +142,7 @@ static plan make_plan(const ltk_knn_args *a, const ltk_exec *e) {
         int64_t ms = 1;
         while (ms < want) ms <<= 1;
         p.ms = ms < a->N ? ms : a->N;
-        p.rp = pred_rank(p.ms, a->k, a->N);
+        p.rp = ltkc_pred_rank(p.ms, a->k, a->N);
     }
     const ltkc_kern *K = ltkc_kernels();
     p.screen = K->has_bf16 && K->knn_screen && p.mode == LTKC_MODE_BINS && e->algo == LTK_ALGO_FUSED;
