@@ -9,36 +9,6 @@
 #define PT_THREADS 256
 #define PT_KEYS 32 /* keys per tile: one per lane */
 
-/* Threshold refresh by one warp (same rule as the sm_90a refresh warp). */
-static __device__ int32_t pt_refresh_th(const int32_t *hist, int32_t k, int lane) {
-    const int32_t *h = hist + lane * (LTK_NB / 32);
-    int32_t v[LTK_NB / 32], s = 0;
-    for (int i = 0; i < LTK_NB / 32; i++) {
-        v[i] = h[i];
-        s += v[i];
-    }
-    int32_t suf = s;
-    for (int o = 1; o < 32; o <<= 1) {
-        int32_t y = __shfl_down_sync(0xffffffffu, suf, o);
-        if (lane + o < 32) suf += y;
-    }
-    uint32_t m = __ballot_sync(0xffffffffu, suf >= k);
-    if (!m) return 0;
-    int L = 31 - __clz((int)m);
-    int32_t th = 0;
-    if (lane == L) {
-        int32_t acc = suf - s;
-        for (int i = LTK_NB / 32 - 1; i >= 0; i--) {
-            acc += v[i];
-            if (acc >= k) {
-                th = lane * (LTK_NB / 32) + i;
-                break;
-            }
-        }
-    }
-    return __shfl_sync(0xffffffffu, th, L);
-}
-
 __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk_scan_params p) {
     extern __shared__ float pt_smem[];
     const int D = p.D, H = p.H, DP = p.D + 1; /* padded key rows: lanes read different banks */
@@ -127,7 +97,7 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
                     }
                     if (fused && (tiles & 7) == 7) {
                         __syncwarp();
-                        int32_t th = pt_refresh_th(hist, p.k, lane);
+                        int32_t th = ltk_refresh_th(hist, p.k, lane);
                         if (lane == 0 && th > th_s) {
                             th_s = th;
                             edge_s = ltk_edge(th, smin, delta);

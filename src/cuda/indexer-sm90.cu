@@ -169,39 +169,6 @@ static __device__ __forceinline__ void sm90_wait(uint64_t *bar, uint32_t parity,
     }
 }
 
-/* Threshold refresh of one row by one warp: th = max{b : sum_{j>=b} hist[j] >= k} (0 if none). */
-static __device__ __forceinline__ int32_t sm90_refresh_th(int32_t *hist, int32_t k, int lane) {
-    int32_t *h = hist + lane * (LTK_NB / 32);
-    int32_t v[LTK_NB / 32], s = 0;
-#pragma unroll
-    for (int i = 0; i < LTK_NB / 32; i++) {
-        v[i] = atomicOr(h + i, 0); /* read concurrently with the math warps' increments */
-        s += v[i];
-    }
-    int32_t suf = s; /* inclusive suffix over lanes >= lane */
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        int32_t y = __shfl_down_sync(0xffffffffu, suf, o);
-        if (lane + o < 32) suf += y;
-    }
-    uint32_t m = __ballot_sync(0xffffffffu, suf >= k);
-    if (!m) return 0;
-    int L = 31 - __clz((int)m);
-    int32_t th = 0;
-    if (lane == L) {
-        int32_t acc = suf - s;
-#pragma unroll
-        for (int i = LTK_NB / 32 - 1; i >= 0; i--) {
-            acc += v[i];
-            if (acc >= k) {
-                th = lane * (LTK_NB / 32) + i;
-                break;
-            }
-        }
-    }
-    return __shfl_sync(0xffffffffu, th, L);
-}
-
 #endif
 
 template <int H>
@@ -300,7 +267,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                     for (int q = 0; q < BQ; q++) {
                         volatile sm90_row *r = row_s + q;
                         if (!r->valid) continue;
-                        int32_t th = sm90_refresh_th(hist_s + q * LTK_NB, p.k, lane);
+                        int32_t th = ltk_refresh_th(hist_s + q * LTK_NB, p.k, lane);
                         int32_t lr = r->lr;
                         int32_t g = *(volatile int32_t *)(p.th + lr);
                         int32_t cur = r->th;

@@ -88,6 +88,40 @@ static __device__ __forceinline__ float ltk_edge(int th, float smin, float delta
     return ltk_rank_key_to_f32(lo);
 }
 
+/* Threshold refresh of one row by one warp: th = max{b : sum_{j>=b} hist[j] >= k} (0 if none).
+ * Reads with atomicOr: the histogram is being incremented concurrently by the math warps. */
+static __device__ __forceinline__ int32_t ltk_refresh_th(int32_t *hist, int32_t k, int lane) {
+    int32_t *h = hist + lane * (LTK_NB / 32);
+    int32_t v[LTK_NB / 32], s = 0;
+#pragma unroll
+    for (int i = 0; i < LTK_NB / 32; i++) {
+        v[i] = atomicOr(h + i, 0);
+        s += v[i];
+    }
+    int32_t suf = s; /* inclusive suffix over lanes >= lane */
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        int32_t y = __shfl_down_sync(0xffffffffu, suf, o);
+        if (lane + o < 32) suf += y;
+    }
+    uint32_t m = __ballot_sync(0xffffffffu, suf >= k);
+    if (!m) return 0;
+    int L = 31 - __clz((int)m);
+    int32_t th = 0;
+    if (lane == L) {
+        int32_t acc = suf - s;
+#pragma unroll
+        for (int i = LTK_NB / 32 - 1; i >= 0; i--) {
+            acc += v[i];
+            if (acc >= k) {
+                th = lane * (LTK_NB / 32) + i;
+                break;
+            }
+        }
+    }
+    return __shfl_sync(0xffffffffu, th, L);
+}
+
 /* Clamped visible range of row t (device ranges are not validated by the front end). */
 static __device__ __forceinline__ void ltk_row_range(const int32_t *ks, const int32_t *ke, int64_t t, int64_t S,
                                                      int64_t *lo, int64_t *hi) {
