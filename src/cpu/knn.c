@@ -137,8 +137,8 @@ static plan make_plan(const ltk_knn_args *a, const ltk_exec *e) {
         int64_t lo = 2 * (int64_t)a->k > 4096 ? 2 * (int64_t)a->k : 4096;
         int64_t hi = a->N / 64 < 65536 ? a->N / 64 : 65536;
         if (hi < lo) hi = lo;
-        int64_t want = (int64_t)ceil(128.0 * (double)a->N / (double)a->k);
-        want = want < lo ? lo : want > hi ? hi : want;
+        double want_d = ceil(128.0 * (double)a->N / (double)a->k); /* clamp before converting: N may be ~2^62 */
+        int64_t want = want_d >= (double)hi ? hi : want_d <= (double)lo ? lo : (int64_t)want_d;
         int64_t ms = 1;
         while (ms < want) ms <<= 1;
         p.ms = ms < a->N ? ms : a->N;
