@@ -38,8 +38,11 @@ for t in "${targets[@]}"; do
     # malloc limit above the RSS limit: the materialize baseline's workspace is rows x S floats, GiBs of
     # address space for S near 2^31 of which only the visible ranges are touched; ASan returns NULL
     # (LTK_ENOMEM) rather than aborting when an allocation cannot be had.
+    # CI runs a fixed libFuzzer seed (LTK_FUZZ_SEED, default 1 under CI) so a landing is reproducible;
+    # exploratory runs by hand draw a fresh seed (0).
+    seed=${LTK_FUZZ_SEED:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}
     if ! (cd "$build" && UBSAN_OPTIONS=print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
-          "$build/tools/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -malloc_limit_mb=16384 -print_final_stats=1 \
+          "$build/tools/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -malloc_limit_mb=16384 -print_final_stats=1 -seed="$seed" \
           -artifact_prefix="$build/artifacts-$t/" "$corpus"); then
         echo "fuzz.sh: $t FAILED; reproducers in $build/artifacts-$t/" >&2
         status=1
