@@ -11,7 +11,7 @@
 # Device tool: run `scripts/gpu.sh prepare` here, then run(command="scripts/gpu.sh all",
 # carry=["gpu-pack"]). Knobs: GPU_BUDGET_S (whole call, default 540), TEST_S, REPS, BENCH_S, CHUNKS
 # ("1024 128" adds chunked CLI runs), SKIP_CASES=1 (no bench/gpu-cases.sh), SKIP_OTHERS=1 (no
-# select/kNN tests). The sm_90a scan is opt-in in the library (LTK_CUDA_SM90=1, exported here).
+# select/kNN tests). The sm_90a scan is the library default on sm_90 (LTK_CUDA_SM90=0 turns it off).
 #
 # Binaries: gpu-bin/ when carried (prepare), else a build into build-gpu on the spot.
 # Outputs ($OUT, at most 8 files): test.log sanitizer.log bench.jsonl bench.log extra.log
@@ -83,8 +83,6 @@ tmo() { # tmo MAX: seconds a step may take
   [ "$1" -lt $left ] && echo "$1" || echo $left
 }
 
-# the sm_90a scan is opt-in in the library until it has passed here (cuda.cu, sm90_wanted)
-export LTK_CUDA_SM90=${LTK_CUDA_SM90:-1}
 export LTK_TEST_TIMEOUT_S=${LTK_TEST_TIMEOUT_S:-90}
 
 if [ "$MODE" = debug ]; then
@@ -135,7 +133,7 @@ if [ "$MODE" != bench ]; then
   grep -E "^\[ FAIL|FAIL " "$OUT/test.log" | head -12 | tee -a "$SUM"
   grep -E "cold:|hot :" "$OUT/test.log" | tee -a "$SUM"
   if [ "${HUNG:-0}" != 1 ]; then
-    step "small GPU tests on the portable path (the library default)"
+    step "small GPU tests on the portable path (LTK_CUDA_PORTABLE=1)"
     LTK_CUDA_PORTABLE=1 timeout $(tmo 90) "$BIN/test-cuda-indexer" small_ >>"$OUT/test.log" 2>&1
     note "test-cuda-indexer (portable) rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
   fi

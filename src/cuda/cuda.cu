@@ -9,8 +9,8 @@
  *   -> exact dense fallback for rows whose buffer overflowed (materialize for those rows only)
  * then, with a state, the hot-set vote. Nothing is allocated and nothing waits on the host
  * unless exec->stats is set (the statistics are copied back).
- * The scan kernel is the sm_90a one (indexer-sm90.cu) when LTK_CUDA_SM90=1 and the shapes allow
- * it, else the portable one (indexer-portable.cu); see sm90_wanted(). */
+ * The scan kernel is the sm_90a one (indexer-sm90.cu) on sm_90 when the shapes allow it (the
+ * default; LTK_CUDA_SM90=0 turns it off), else the portable one (indexer-portable.cu). */
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -123,10 +123,12 @@ static int env_flag(const char *name) {
     return e && *e && strcmp(e, "0") != 0;
 }
 
-/* The sm_90a scan is used when LTK_CUDA_SM90=1 (and LTK_CUDA_PORTABLE is not set). It is opt-in
- * until it has passed the GPU tests on an H200: its first run there hung (a setmaxnreg register
- * split the CTA pool could not satisfy, fixed since but not yet re-run). */
-static int sm90_wanted(void) { return env_flag("LTK_CUDA_SM90") && !env_flag("LTK_CUDA_PORTABLE"); }
+/* The sm_90a scan is the default on sm_90 (it passed the GPU tests and the sanitizers on the H200
+ * in run 4); LTK_CUDA_SM90=0 or LTK_CUDA_PORTABLE=1 select the portable scan instead. */
+static int sm90_wanted(void) {
+    const char *e = getenv("LTK_CUDA_SM90");
+    return !(e && *e && strcmp(e, "0") == 0) && !env_flag("LTK_CUDA_PORTABLE");
+}
 
 /* Debugging knobs (read per call; cheap next to a kernel launch):
  *   LTK_CUDA_WATCHDOG_S (default 10, 0 = off): the sm_90a scan traps with a printed line when one
@@ -350,8 +352,17 @@ static ltk_status make_plan(const ltk_indexer_args *a, const ltk_exec *e, idx_pl
         se.stats = NULL;
         se.workspace = NULL;
         se.workspace_bytes = 0;
-        size_t b = 0;
-        if (ltk_cuda_select_workspace(&sa, &se, &b) == LTK_OK) {
+        /* the select's plan depends on the row count (few rows split each row over CTAs and need
+         * more scratch): size it for both counts the sub-chunk loop uses, the full one and the tail */
+        size_t b = 0, b_tail = 0;
+        const int64_t tail = T % p->dense_rows;
+        ltk_status sb = ltk_cuda_select_workspace(&sa, &se, &b);
+        if (sb == LTK_OK && tail > 0) {
+            sa.rows = tail;
+            sb = ltk_cuda_select_workspace(&sa, &se, &b_tail);
+            if (b_tail > b) b = b_tail;
+        }
+        if (sb == LTK_OK) {
             p->ext_select = 1;
             p->ext_ws = b;
             TAKE(o_se, al256(b) + 8 * (size_t)p->dense_rows);
@@ -721,8 +732,8 @@ static void cuda_info(char *buf, size_t cap) {
         used += (size_t)snprintf(buf + used, cap - used, "  device %d: %s, sm_%d%d, %d SMs, %.1f GiB, indexer %s\n", d,
                                  pr.name, pr.major, pr.minor, pr.multiProcessorCount,
                                  (double)pr.totalGlobalMem / (double)(1u << 30),
-                                 fast ? (sm90_wanted() ? "sm_90a wgmma+TMA (LTK_CUDA_SM90=1)"
-                                                       : "portable (sm_90a scan: LTK_CUDA_SM90=1)")
+                                 fast ? (sm90_wanted() ? "sm_90a wgmma+TMA"
+                                                       : "portable (sm_90a scan off: LTK_CUDA_SM90=0)")
                                       : "portable");
     }
 }

@@ -259,14 +259,19 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 ltk_named_bar_sync(2, 512 + 32);
                 if (!fused) continue;
                 const uint64_t w0 = ltk_globaltimer();
-                int32_t dn;
-                while ((dn = atomicOr(done_s, 0)) < SM90_MATH_WARPS) {
+                for (;;) {
+                    /* The exit test must be warp-uniform: lanes reading the counter on their own
+                     * can leave at different rounds, and then the lanes still in the loop wait in
+                     * full-mask shuffles while the others sit at the aligned bar.sync of the next
+                     * unit (the stall of runs 1-3, seen only with several units per CTA). */
+                    const int32_t dn = __shfl_sync(0xffffffffu, atomicOr(done_s, 0), 0);
+                    if (dn >= SM90_MATH_WARPS) break;
                     if (p.watchdog_ns > 0 && ltk_globaltimer() - w0 > (uint64_t)p.watchdog_ns && lane == 0)
                         sm90_stall(p.diag, 1, 4, u, -1, -1, -1, 0, dn);
 #pragma unroll 1
                     for (int q = 0; q < BQ; q++) {
                         volatile sm90_row *r = row_s + q;
-                        if (!r->valid) continue;
+                        if (!__shfl_sync(0xffffffffu, r->valid, 0)) continue; /* uniform, as above */
                         int32_t th = ltk_refresh_th(hist_s + q * LTK_NB, p.k, lane);
                         int32_t lr = r->lr;
                         int32_t g = *(volatile int32_t *)(p.th + lr);

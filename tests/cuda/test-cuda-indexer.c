@@ -1091,9 +1091,10 @@ int main(int argc, char **argv) {
         char info[2048];
         ltk_info(info, sizeof info);
         printf("%s", info);
+        const char *sm90 = getenv("LTK_CUDA_SM90");
         printf("indexer scan: %s\n", getenv("LTK_CUDA_PORTABLE") ? "portable (LTK_CUDA_PORTABLE)"
-                                      : getenv("LTK_CUDA_SM90") ? "sm_90a when supported (LTK_CUDA_SM90)"
-                                                                : "portable (default; LTK_CUDA_SM90=1 for sm_90a)");
+                                      : (sm90 && !strcmp(sm90, "0")) ? "portable (LTK_CUDA_SM90=0)"
+                                                                     : "sm_90a when supported (default)");
     }
     return T_RUN_ALL(tests);
 }
