@@ -1,10 +1,26 @@
-# GPU cases run by scripts/gpu.sh on the H200, from the repository root after the build: one command a line.
+# GPU cases run by scripts/gpu.sh on the H200, from the repository root after the build: one command a
+# line, "tag: command". CASES="py dsa" (gpu.sh's environment) runs only lines with those tags; empty =
+# all. Each line has its own time limit (CASE_S, default 120 s). JSON lines go to $OUT/bench.jsonl.
 # Python binding (issue 3): numpy/torch CPU and CUDA-tensor tests against the library just built.
-LTK_LIBRARY="${LTK_LIBRARY:-$(ls -t build*/liblitetopk.so 2>/dev/null | head -1)}" python3 -m pytest -q -rs -p no:cacheprovider python/tests
+py: python3 -m pytest -q -rs -p no:cacheprovider python/tests
+# Indexer (issue 4): litetopk fused / score-only / materialize vs the torch baseline (Triton fused-heads
+# FP8 logits + torch.topk, 512 MB logits budget), same process, same tensors.
+dsa: python3 bench/dsa_torch.py --S 262144,1048576 --reps 3 --json "$OUT/bench.jsonl"
+dsa32: python3 bench/dsa_torch.py --H 32 --S 1048576 --reps 3 --json "$OUT/bench.jsonl"
+# Prefill driver (issue 6): exactness at L=65536 for the three shapes (fused vs materialize bit-exact,
+# vs the torch partition-merge of StreamIndex), then the scaling study; materialize under a 512 MB
+# logits budget as the issue asks.
+prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 65536 --check --json "$OUT/bench.jsonl"
+prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-pro --L 65536 --check --json "$OUT/bench.jsonl"
+prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 65536 --check --json "$OUT/bench.jsonl"
+prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 262144 --json "$OUT/bench.jsonl"
+prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 262144 --algos fused,materialize --json "$OUT/bench.jsonl"
+prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 1048576 --algos fused,materialize --json "$OUT/bench.jsonl"
+prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused,materialize --json "$OUT/bench.jsonl"
 # GPU select + kNN (src/cuda/select.cu, knn.cu; issue 4 item 5, issue 5): GPU tests + compute-sanitizer (the carried
 # gpu-bin/ binaries, else a standalone build), the CLI select bench, then same-process comparisons with torch.topk and
 # cuBLAS GEMM + torch.topk; JSON lines appended to $OUT/bench.jsonl (op select / knn), summaries to stdout.
-B=$([ -x gpu-bin/test-cuda-select ] && echo gpu-bin || { sh tests/cuda/standalone.sh build-sk >/dev/null && echo build-sk; }) OUT=/tmp/ltk-sk bash bench/gpu_sk_run.sh tests
-for s in "1 1048576" "64 1048576" "128 1048576" "8192 1048576"; do set -- $s; $(ls -t build*/tools/litetopk | head -1) bench select --backend cuda --rows $1 --cols $2 --k 2048 --dtype f32 --dist normal --json "${OUT:-.}/bench.jsonl"; done
-LTK_LIBRARY="${LTK_LIBRARY:-$(ls -t build*/liblitetopk.so build-sk/libltk_cuda_sk.so 2>/dev/null | head -1)}" python3 bench/gpu_select_torch.py --json "${OUT:-.}/bench.jsonl"
-LTK_LIBRARY="${LTK_LIBRARY:-$(ls -t build*/liblitetopk.so build-sk/libltk_cuda_sk.so 2>/dev/null | head -1)}" python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
+sk: B=$([ -x gpu-bin/test-cuda-select ] && echo gpu-bin || { sh tests/cuda/standalone.sh build-sk >/dev/null && echo build-sk; }) OUT=/tmp/ltk-sk bash bench/gpu_sk_run.sh tests
+sk: for s in "1 1048576" "64 1048576" "128 1048576" "8192 1048576"; do set -- $s; $(ls -t build*/tools/litetopk | head -1) bench select --backend cuda --rows $1 --cols $2 --k 2048 --dtype f32 --dist normal --json "${OUT:-.}/bench.jsonl"; done
+sk: python3 bench/gpu_select_torch.py --json "${OUT:-.}/bench.jsonl"
+sk: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"

@@ -90,15 +90,16 @@ def torch_partition_merge(q8, k8, k_scale, w, m, k, chunk_s=512, chunk_t=65536):
 
 def set_overlap(a, b):
     """Mean and min per-row overlap of the valid entries of two [L, k] index tensors."""
-    a = a.long(); b = b.long()
-    sa, _ = torch.sort(a, dim=1); sb, _ = torch.sort(b, dim=1)
-    valid = (sb >= 0).sum(1).clamp(min=1)
-    hits = torch.zeros(a.shape[0], device=a.device)
-    for j in range(a.shape[1]):
-        col = sa[:, j:j + 1]
-        hits += ((sb == col) & (col >= 0)).any(1).float()
-    r = hits / valid
-    return float(r.mean()), float(r.min())
+    means, mins, n = 0.0, 1.0, a.shape[0]
+    for r0 in range(0, n, 4096):
+        sa = torch.sort(a[r0:r0 + 4096].long(), dim=1).values
+        sb = torch.sort(b[r0:r0 + 4096].long(), dim=1).values
+        pos = torch.searchsorted(sa, sb).clamp(max=sa.shape[1] - 1)
+        hit = ((sa.gather(1, pos) == sb) & (sb >= 0)).sum(1).float()
+        r = hit / (sb >= 0).sum(1).clamp(min=1).float()
+        means += float(r.sum())
+        mins = min(mins, float(r.min()))
+    return means / n, mins
 
 
 def main():

@@ -4,13 +4,15 @@
 # lines of bench/gpu-cases.sh, a Figure-5(a)-style plot, and a summary table printed last.
 #
 #   scripts/gpu.sh prepare        (here, no GPU needed) build sm_90a binaries, packed in gpu-pack/
-#   scripts/gpu.sh [all|tests|bench|quick|debug]   (on the GPU machine) run; results under $OUT
+#   scripts/gpu.sh [all|tests|bench|quick|debug|cases]   (on the GPU machine) run; results under $OUT
+#   cases: only the lines of bench/gpu-cases.sh (with CASES="tags")
 #   debug: the stall hunt of the third run: medium_* tests (several work units per CTA) and one
 #          T=1024 benchmark with LTK_CUDA_TRACE=1 (every stage synchronised and timed on stderr),
 #          then the small tests (score tolerance fix), then the large tests; every test isolated.
 # Device tool: run `scripts/gpu.sh prepare` here, then run(command="scripts/gpu.sh all",
 # carry=["gpu-pack"]). Knobs: GPU_BUDGET_S (whole call, default 540), TEST_S, REPS, BENCH_S, CHUNKS
-# ("1024 128" adds chunked CLI runs), SKIP_CASES=1 (no bench/gpu-cases.sh), SKIP_OTHERS=1 (no
+# ("1024 128" adds chunked CLI runs), SKIP_CASES=1 (no bench/gpu-cases.sh), CASES="py dsa prefill sk"
+# (only those tagged lines of it; CASE_S seconds each, default 120), SKIP_OTHERS=1 (no
 # select/kNN tests). The sm_90a scan is the library default on sm_90 (LTK_CUDA_SM90=0 turns it off).
 #
 # Binaries: gpu-bin/ when carried (prepare), else a build into build-gpu on the spot.
@@ -84,6 +86,29 @@ tmo() { # tmo MAX: seconds a step may take
 }
 
 export LTK_TEST_TIMEOUT_S=${LTK_TEST_TIMEOUT_S:-90}
+
+run_cases() { # the lines of bench/gpu-cases.sh (CASES: only those tags)
+  [ -f bench/gpu-cases.sh ] || return 0
+  step "bench/gpu-cases.sh ${CASES:-(all)}"
+  export LTK_LIBRARY=${LTK_LIBRARY:-$LIB} OUT
+  export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
+  while IFS= read -r line; do
+    case "$line" in '' | \#*) continue ;; esac
+    tag=${line%%:*}
+    cmd=${line#*: }
+    if [ -n "${CASES:-}" ] && ! [[ " $CASES " == *" $tag "* ]]; then continue; fi
+    echo "+ [$tag] $cmd" >>"$OUT/extra.log"
+    t1=$(date +%s)
+    timeout $(tmo ${CASE_S:-120}) bash -c "$cmd" >>"$OUT/extra.log" 2>&1
+    note "gpu-case rc=$? ($(($(date +%s) - t1)) s) [$tag] ${cmd:0:90}"
+  done <bench/gpu-cases.sh
+}
+if [ "$MODE" = cases ]; then
+  run_cases
+  step "done"
+  tail -40 "$SUM"
+  exit 0
+fi
 
 if [ "$MODE" = debug ]; then
   step "medium tests, traced (several units per CTA)"
@@ -165,16 +190,7 @@ if [ "$MODE" != tests ] && [ "$MODE" != quick ] && [ "${HUNG:-0}" != 1 ]; then
       note "cli bench dsa chunk $c rc=$?"
     done
   fi
-  if [ -f bench/gpu-cases.sh ] && [ "${SKIP_CASES:-0}" != 1 ]; then
-    step "bench/gpu-cases.sh"
-    export LTK_LIBRARY=${LTK_LIBRARY:-$LIB} OUT
-    while IFS= read -r line; do
-      case "$line" in '' | \#*) continue ;; esac
-      echo "+ $line" >>"$OUT/extra.log"
-      timeout $(tmo 120) bash -c "$line" >>"$OUT/extra.log" 2>&1
-      note "gpu-case rc=$?: ${line:0:80}"
-    done <bench/gpu-cases.sh
-  fi
+  [ "${SKIP_CASES:-0}" != 1 ] && run_cases
   step "plot"
   python3 - "$OUT/bench.jsonl" "$OUT/fig5a.png" <<'PY' 2>&1 | tail -3 | tee -a "$SUM"
 import json, sys

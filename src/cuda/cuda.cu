@@ -135,6 +135,14 @@ static int sm90_wanted(void) {
  *     of its barrier waits exceeds this (a hang becomes a launch error that names the wait);
  *   LTK_CUDA_TRACE=1: every stage of the indexer synchronises the stream and prints its wall time
  *     on stderr (a stall then shows as the last stage printed). Not while a graph is captured. */
+/* Logits per materialize sub-chunk: 4 GiB, or LTK_CUDA_MAT_BUDGET_MB (benchmarks compare against
+ * the 512 MB budget vLLM uses). At least one 256-column window of one row. */
+static size_t mat_budget(void) {
+    const char *e = getenv("LTK_CUDA_MAT_BUDGET_MB");
+    long long mb = e && *e ? atoll(e) : 0;
+    return mb > 0 ? (size_t)mb << 20 : MAT_BUDGET;
+}
+
 static int64_t watchdog_ns(void) {
     const char *e = getenv("LTK_CUDA_WATCHDOG_S");
     double s = e && *e ? atof(e) : 10.0;
@@ -245,7 +253,7 @@ static ltk_status make_plan(const ltk_indexer_args *a, const ltk_exec *e, idx_pl
 
     /* dense windows (materialize sub-chunks; fallback batches use the candidate region) */
     {
-        size_t budget = p->algo == LTK_ALGO_MATERIALIZE ? MAT_BUDGET : 0;
+        size_t budget = p->algo == LTK_ALGO_MATERIALIZE ? mat_budget() : 0;
         if (p->algo == LTK_ALGO_FUSED) {
             /* fused: the fallback reuses the candidate region, sized below */
             budget = 0;
