@@ -90,16 +90,19 @@ def torch_partition_merge(q8, k8, k_scale, w, m, k, chunk_s=512, chunk_t=65536):
 
 def set_overlap(a, b):
     """Mean and min per-row overlap of the valid entries of two [L, k] index tensors."""
-    means, mins, n = 0.0, 1.0, a.shape[0]
+    means, mins, n, cnt = 0.0, 1.0, a.shape[0], 0
     for r0 in range(0, n, 4096):
         sa = torch.sort(a[r0:r0 + 4096].long(), dim=1).values
         sb = torch.sort(b[r0:r0 + 4096].long(), dim=1).values
         pos = torch.searchsorted(sa, sb).clamp(max=sa.shape[1] - 1)
         hit = ((sa.gather(1, pos) == sb) & (sb >= 0)).sum(1).float()
-        r = hit / (sb >= 0).sum(1).clamp(min=1).float()
-        means += float(r.sum())
-        mins = min(mins, float(r.min()))
-    return means / n, mins
+        nv = (sb >= 0).sum(1)
+        r = (hit / nv.clamp(min=1).float())[nv > 0]  # rows that see no key (t < m - 1) are empty in both
+        if r.numel():
+            means += float(r.sum())
+            mins = min(mins, float(r.min()))
+            cnt += r.numel()
+    return means / max(cnt, 1), mins
 
 
 def main():

@@ -4,6 +4,7 @@
 #include "ltk-impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -71,11 +72,22 @@ static ltk_status prefill_layout_of(const ltk_prefill_args *a, const ltk_exec *e
     if (!c.kv) c.kv = &dummy_i;
     if (!c.weights) c.weights = &dummy_f;
     c.out_idx = &dummy_i;
+    /* The run passes ranges and the hot-set state; the size depends on both (the state's sample
+     * and vote scratch), so the query must see them too. Nothing is dereferenced by a size query. */
+    /* (host backends validate the ranges: empty ones, readable) */
+    int32_t *zr = calloc((size_t)(C > 0 ? C : 1), sizeof(int32_t));
+    if (!zr) return ltk_error(LTK_ENOMEM, "prefill: size query allocation failed");
+    c.ks = zr;
+    c.ke = zr;
+    struct ltk_indexer_state sz_state = {ltk_backend_resolve(e->backend), kp, &dummy_i};
+    c.state = &sz_state;
     ltk_exec ex = *e;
     ex.workspace = NULL;
     ex.workspace_bytes = 0;
     memset(lay, 0, sizeof *lay);
-    LTK_FORWARD_IF(ltk_indexer_workspace_size(&c, &ex, &lay->indexer));
+    ltk_status qs = ltk_indexer_workspace_size(&c, &ex, &lay->indexer);
+    free(zr);
+    LTK_FORWARD_IF(qs);
     lay->indexer = align_up(lay->indexer);
     lay->ranges = align_up(sizeof(int32_t) * 2 * (size_t)C);
     lay->out_idx = a->out_idx ? 0 : align_up(sizeof(int32_t) * (size_t)C * (size_t)a->k);
