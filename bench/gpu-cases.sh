@@ -16,6 +16,7 @@ prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 -
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 262144 --json "$OUT/bench.jsonl"
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 262144 --algos fused,materialize --json "$OUT/bench.jsonl"
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 1048576 --algos fused,materialize --json "$OUT/bench.jsonl"
+prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 1048576 --chunk 16384 --algos fused,materialize --json "$OUT/bench.jsonl"
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused,materialize --json "$OUT/bench.jsonl"
 # GPU select + kNN (src/cuda/select.cu, knn.cu; issue 4 item 5, issue 5): GPU tests + compute-sanitizer (the carried
 # gpu-bin/ binaries, else a standalone build), the CLI select bench, then same-process comparisons with torch.topk and

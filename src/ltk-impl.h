@@ -63,6 +63,10 @@ typedef struct ltk_backend_i {
     /* Optional (NULL on host backends): waits for the work enqueued on `stream`. The prefill
      * driver calls it before reusing a buffer that enqueued work may still read. */
     ltk_status (*stream_sync)(void *stream);
+    /* Optional (NULL on host backends): writes the prefill driver's causal ranges of rows
+     * t0 .. t0+rows-1 (ks = 0, ke = (t + 1) / m) on `stream`, so chunks follow each other with no
+     * host copy and no synchronisation. */
+    ltk_status (*causal_ranges)(int32_t *ks, int32_t *ke, int64_t t0, int64_t rows, int32_t m, void *stream);
 } ltk_backend_i;
 
 /* The backend an exec resolves to (checks availability and the exec fields). */

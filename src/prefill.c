@@ -152,14 +152,18 @@ ltk_status ltk_prefill_run(const ltk_prefill_args *a, const ltk_exec *e_in) {
     double t_start = now_s();
     for (int64_t ci = 0; ci < nchunks && st == LTK_OK; ci++) {
         int64_t t0 = ci * C, rows = (t0 + C <= a->L) ? C : a->L - t0;
-        /* Causal (compressed) visibility: token t sees keys j < (t + 1) / m. */
-        for (int64_t r = 0; r < rows; r++) {
-            ranges_host[r] = 0;
-            ranges_host[C + r] = (int32_t)((t0 + r + 1) / a->m);
+        /* Causal (compressed) visibility: token t sees keys j < (t + 1) / m. A device backend writes
+         * them on the stream (ordered after the previous chunk, which read the same buffer). */
+        if (bi->causal_ranges) {
+            st = bi->causal_ranges(ranges_dev, ranges_dev + C, t0, rows, a->m, e->stream);
+        } else {
+            for (int64_t r = 0; r < rows; r++) {
+                ranges_host[r] = 0;
+                ranges_host[C + r] = (int32_t)((t0 + r + 1) / a->m);
+            }
+            if (bi->stream_sync && ci > 0) st = bi->stream_sync(e->stream); /* previous chunk still reads them */
+            if (st == LTK_OK) st = bi->mem_from_host(ranges_dev, ranges_host, sizeof(int32_t) * (size_t)C * 2);
         }
-        if (bi->stream_sync && ci > 0) st = bi->stream_sync(e->stream); /* previous chunk still reads the ranges */
-        if (st != LTK_OK) break;
-        st = bi->mem_from_host(ranges_dev, ranges_host, sizeof(int32_t) * (size_t)C * 2);
         if (st != LTK_OK) break;
         ltk_indexer_args c = chunk_args(a, t0, rows);
         c.ks = ranges_dev;

@@ -67,4 +67,5 @@ const ltk_backend_i ltk_backend_cpu = {
     /* .mem_to_host       = */ ltk_host_copy,
     /* .mem_from_host     = */ ltk_host_copy,
     /* .stream_sync       = */ NULL,
+    /* .causal_ranges     = */ NULL,
 };

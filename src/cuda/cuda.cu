@@ -783,6 +783,19 @@ static ltk_status cuda_stream_sync(void *stream) {
     LTK_CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream));
     return LTK_OK;
 }
+__global__ void ltk_causal_ranges_kernel(int32_t *ks, int32_t *ke, int64_t t0, int64_t rows, int32_t m) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows) {
+        ks[i] = 0;
+        ke[i] = (int32_t)((t0 + i + 1) / m);
+    }
+}
+static ltk_status cuda_causal_ranges(int32_t *ks, int32_t *ke, int64_t t0, int64_t rows, int32_t m, void *stream) {
+    if (rows <= 0) return LTK_OK;
+    ltk_causal_ranges_kernel<<<(unsigned)((rows + 255) / 256), 256, 0, (cudaStream_t)stream>>>(ks, ke, t0, rows, m);
+    LTK_CUDA_LAUNCHED("causal ranges");
+    return LTK_OK;
+}
 
 extern "C" const ltk_backend_i ltk_backend_cuda = {
     /* .name              = */ "cuda",
@@ -799,4 +812,5 @@ extern "C" const ltk_backend_i ltk_backend_cuda = {
     /* .mem_to_host       = */ cuda_to_host,
     /* .mem_from_host     = */ cuda_from_host,
     /* .stream_sync       = */ cuda_stream_sync,
+    /* .causal_ranges     = */ cuda_causal_ranges,
 };
