@@ -111,11 +111,23 @@ static int cmp_votes(const void *a, const void *b) {
     return (x->key < y->key) - (x->key > y->key); /* more recent (larger) index first */
 }
 
+size_t ltk_state_vote_host_scratch(int64_t rows, int32_t k) {
+    size_t total = (size_t)(rows > 0 ? rows : 0) * (size_t)(k > 0 ? k : 0);
+    return (sizeof(int32_t) + sizeof(key_votes)) * (total ? total : 1) + 64;
+}
+
 ltk_status ltk_state_vote_host(ltk_indexer_state *st, const int32_t *idx, int64_t rows, int32_t k, int64_t stride,
-                               const int32_t *ks, int absolute) {
+                               const int32_t *ks, int absolute, void *scratch, size_t scratch_bytes) {
     size_t total = (size_t)rows * (size_t)k;
-    int32_t *all = malloc(sizeof(int32_t) * (total ? total : 1));
-    if (!all) return ltk_error(LTK_ENOMEM, "hot-set vote allocation failed");
+    void *owned = NULL;
+    if (!scratch || scratch_bytes < ltk_state_vote_host_scratch(rows, k)) {
+        owned = malloc(ltk_state_vote_host_scratch(rows, k));
+        if (!owned) return ltk_error(LTK_ENOMEM, "hot-set vote allocation failed");
+        scratch = owned;
+    }
+    int32_t *all = scratch;
+    /* the (key, votes) pairs follow the keys, 8-byte aligned */
+    key_votes *kv = (key_votes *)((char *)scratch + ((sizeof(int32_t) * (total ? total : 1) + 7) & ~(size_t)7));
     size_t n = 0;
     for (int64_t r = 0; r < rows; r++) {
         int32_t base = (absolute || !ks) ? 0 : ks[r];
@@ -125,11 +137,6 @@ ltk_status ltk_state_vote_host(ltk_indexer_state *st, const int32_t *idx, int64_
         }
     }
     qsort(all, n, sizeof(int32_t), cmp_i32);
-    key_votes *kv = malloc(sizeof *kv * (n ? n : 1));
-    if (!kv) {
-        free(all);
-        return ltk_error(LTK_ENOMEM, "hot-set vote allocation failed");
-    }
     size_t u = 0;
     for (size_t i = 0; i < n;) {
         size_t j = i;
@@ -141,7 +148,6 @@ ltk_status ltk_state_vote_host(ltk_indexer_state *st, const int32_t *idx, int64_
     int32_t m = (int32_t)(u < (size_t)st->capacity ? u : (size_t)st->capacity);
     st->keys[0] = m;
     for (int32_t i = 0; i < m; i++) st->keys[1 + i] = kv[i].key;
-    free(all);
-    free(kv);
+    free(owned);
     return LTK_OK;
 }

@@ -98,7 +98,9 @@ ltk_status ltk_host_copy(void *dst, const void *src, size_t bytes);
 ltk_status ltk_state_set_host_list(ltk_indexer_state *st, const int32_t *idx, int32_t count,
                                    ltk_status (*copy)(void *dst, const void *src, size_t bytes));
 ltk_status ltk_state_vote_host(ltk_indexer_state *st, const int32_t *idx, int64_t rows, int32_t k,
-                               int64_t stride, const int32_t *ks, int absolute);
+                               int64_t stride, const int32_t *ks, int absolute, void *scratch, size_t scratch_bytes);
+/* Scratch bytes ltk_state_vote_host needs for `rows` x `k` indices (it allocates when given less). */
+size_t ltk_state_vote_host_scratch(int64_t rows, int32_t k);
 
 #ifdef __cplusplus
 }

@@ -401,14 +401,25 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
 
 /* The hot-set vote of ltk_state_vote_host (votes desc, then larger key first; the same result),
  * by counting instead of sorting T k keys: keys are < S, votes <= T. 0: use the host one. */
-static int vote_counting(const ltk_indexer_args *a) {
+/* Counting needs an S-sized array: only when that is no larger than the sort's O(T k) scratch
+ * (S may be up to 2^31: 8 GiB of counters for a handful of rows). */
+static int vote_by_counting(const ltk_indexer_args *a) { return a->S <= 4 * a->T * (int64_t)a->k; }
+
+/* Workspace bytes of the vote; it runs after the scan and overlays the start of the workspace. */
+static size_t vote_bytes(const ltk_indexer_args *a, const ltk_exec *e) {
+    if (!a->state || e->algo == LTK_ALGO_SCORE_ONLY) return 0;
+    if (vote_by_counting(a)) return sizeof(int64_t) * ((size_t)a->T + 2) + sizeof(int32_t) * ((size_t)a->S + 1) + 64;
+    return ltk_state_vote_host_scratch(a->T, a->k);
+}
+
+static int vote_counting(const ltk_indexer_args *a, void *ws) {
     int64_t S = a->S, T = a->T;
-    /* Counting needs an S-sized array: only when that is no larger than the sort's O(T k) scratch
-     * (S may be up to 2^31: 8 GiB of counters for a handful of rows). */
-    if (S > 4 * T * (int64_t)a->k) return 0;
-    int32_t *cnt = calloc((size_t)S + 1, sizeof(int32_t));
-    int64_t *off = calloc((size_t)T + 2, sizeof(int64_t));
-    int ok = cnt && off;
+    if (!vote_by_counting(a)) return 0;
+    int64_t *off = ws;
+    int32_t *cnt = (int32_t *)(off + T + 2);
+    memset(off, 0, sizeof(int64_t) * ((size_t)T + 2));
+    memset(cnt, 0, sizeof(int32_t) * ((size_t)S + 1));
+    int ok = 1;
     int absolute = (a->flags & LTK_FLAG_ABSOLUTE) != 0;
     for (int64_t t = 0; t < T && ok; t++) {
         int64_t base = (absolute || !a->ks) ? 0 : a->ks[t];
@@ -442,8 +453,6 @@ static int vote_counting(const ltk_indexer_args *a) {
                 if (pos < m) a->state->keys[1 + pos] = (int32_t)key;
             }
     }
-    free(cnt);
-    free(off);
     return ok;
 }
 
@@ -454,7 +463,8 @@ static int cmp_i32(const void *x, const void *y) {
 
 ltk_status ltkc_indexer_ws(const ltk_indexer_args *a, const ltk_exec *e, size_t *bytes) {
     plan p = make_plan(a, e);
-    *bytes = layout(a, &p, e->algo == LTK_ALGO_MATERIALIZE, NULL, NULL, NULL, NULL);
+    size_t need = layout(a, &p, e->algo == LTK_ALGO_MATERIALIZE, NULL, NULL, NULL, NULL), vb = vote_bytes(a, e);
+    *bytes = need > vb ? need : vb;
     return LTK_OK;
 }
 
@@ -462,7 +472,8 @@ ltk_status ltkc_indexer(const ltk_indexer_args *a, const ltk_exec *e, void *ws, 
     const ltkc_kern *K = ltkc_kernels();
     plan p = make_plan(a, e);
     int mat = e->algo == LTK_ALGO_MATERIALIZE;
-    size_t need = layout(a, &p, mat, NULL, NULL, NULL, NULL);
+    size_t need = layout(a, &p, mat, NULL, NULL, NULL, NULL), vb = vote_bytes(a, e);
+    if (vb > need) need = vb;
     LTK_RETURN_IF(need > wsb || !ws, LTK_EWORKSPACE, "cpu indexer: workspace %zu < %zu", wsb, need);
     thr *th = NULL;
     float *M = NULL;
@@ -559,9 +570,10 @@ ltk_status ltkc_indexer(const ltk_indexer_args *a, const ltk_exec *e, void *ws, 
         st->compactions = tot.comp;
         st->fallback_rows = tot.fb;
     }
-    if (a->state && e->algo != LTK_ALGO_SCORE_ONLY && vote_counting(a)) return LTK_OK;
+    /* the hot-set vote, in the workspace (the scan is over: its buffers are free) */
+    if (a->state && e->algo != LTK_ALGO_SCORE_ONLY && vote_counting(a, ws)) return LTK_OK;
     if (a->state && e->algo != LTK_ALGO_SCORE_ONLY)
         return ltk_state_vote_host(a->state, a->out_idx, a->T, a->k, a->out_stride, a->ks,
-                                   (a->flags & LTK_FLAG_ABSOLUTE) != 0);
+                                   (a->flags & LTK_FLAG_ABSOLUTE) != 0, ws, wsb);
     return LTK_OK;
 }

@@ -102,7 +102,8 @@ static ltk_status ref_indexer(const ltk_indexer_args *a, const ltk_exec *e, void
         e->stats->rows = T;
     }
     ltk_status st = LTK_OK;
-    if (a->state) st = ltk_state_vote_host(a->state, a->out_idx, T, k, a->out_stride, a->ks, (a->flags & LTK_FLAG_ABSOLUTE) != 0);
+    if (a->state) st = ltk_state_vote_host(a->state, a->out_idx, T, k, a->out_stride, a->ks, (a->flags & LTK_FLAG_ABSOLUTE) != 0,
+                                            NULL, 0); /* the oracle allocates */
     free(q);
     free(row);
     return st;
