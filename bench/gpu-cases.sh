@@ -18,6 +18,11 @@ prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 -
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 1048576 --algos fused,materialize --json "$OUT/bench.jsonl"
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 1048576 --chunk 16384 --algos fused,materialize --json "$OUT/bench.jsonl"
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused,materialize --json "$OUT/bench.jsonl"
+prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-pro --L 262144 --algos fused,materialize --json "$OUT/bench.jsonl"
+prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-pro --L 1048576 --algos fused,materialize --json "$OUT/bench.jsonl"
+prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 2097152 --algos fused,materialize --json "$OUT/bench.jsonl"
+# Where the fused call's time goes (every stage synchronised and timed; T=8192 S=256K, H=64).
+trace: LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 262144 --algos fused 2>&1 | grep -E "ltk cuda|median"
 # GPU select + kNN (src/cuda/select.cu, knn.cu; issue 4 item 5, issue 5): GPU tests + compute-sanitizer (the carried
 # gpu-bin/ binaries, else a standalone build), the CLI select bench, then same-process comparisons with torch.topk and
 # cuBLAS GEMM + torch.topk; JSON lines appended to $OUT/bench.jsonl (op select / knn), summaries to stdout.

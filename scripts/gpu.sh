@@ -40,7 +40,8 @@ if [ "$MODE" = prepare ]; then
   done
   cp "$(gcc -print-file-name=libgomp.so.1)" gpu-bin/lib/ 2>/dev/null || true
   grep -qx '/gpu-bin/' .git/info/exclude 2>/dev/null || echo '/gpu-bin/' >>.git/info/exclude
-  git rev-parse --short HEAD >gpu-bin/commit 2>/dev/null || true
+  # the commit the binaries were built from, "-dirty" when the tree had uncommitted changes
+  git describe --always --dirty --abbrev=7 >gpu-bin/commit 2>/dev/null || true
   # the device call carries at most 64 MiB: ship the binaries as one xz tarball in gpu-pack/
   mkdir -p gpu-pack && tar -cJf gpu-pack/gpu-bin.tar.xz gpu-bin
   grep -qx '/gpu-pack/' .git/info/exclude 2>/dev/null || echo '/gpu-pack/' >>.git/info/exclude
@@ -192,29 +193,7 @@ if [ "$MODE" != tests ] && [ "$MODE" != quick ] && [ "${HUNG:-0}" != 1 ]; then
   fi
   [ "${SKIP_CASES:-0}" != 1 ] && run_cases
   step "plot"
-  python3 - "$OUT/bench.jsonl" "$OUT/fig5a.png" <<'PY' 2>&1 | tail -3 | tee -a "$SUM"
-import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except Exception as e:
-    print("no matplotlib:", e); sys.exit(0)
-fig, ax = plt.subplots(figsize=(6, 4))
-def mine(r):  # records of bench-cuda-indexer (they carry "reps"), H=64, T=8192
-    return r.get("op") == "dsa" and r.get("H") == 64 and r.get("T") == 8192 and "reps" in r
-for algo, style in (("fused", "o-"), ("score_only", "s--"), ("materialize", "^-")):
-    pts = sorted((r["S"], r["median_ms"]) for r in recs
-                 if mine(r) and r["algo"] == algo and (algo != "fused" or r.get("state") == 1))
-    if pts:
-        ax.plot([p[0] / 1024 for p in pts], [p[1] for p in pts], style, label=algo)
-ax.set_xlabel("context S (K keys)"); ax.set_ylabel("time (ms)")
-ax.set_title("DSA indexer top-k on H200: T=8192, H=64, D=128, k=2048")
-ax.grid(True, alpha=0.3); ax.legend()
-fig.tight_layout(); fig.savefig(sys.argv[2], dpi=120)
-print("plot written")
-PY
+  python3 bench/plot_h200.py "$OUT/bench.jsonl" --out "$OUT" 2>&1 | tail -3 | tee -a "$SUM"
 fi
 
 if [ "$MODE" != bench ]; then
