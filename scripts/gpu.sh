@@ -55,10 +55,11 @@ SUM=$OUT/summary.txt
 : >"$SUM"
 note() { echo "$*" | tee -a "$SUM"; }
 export PYTHONUNBUFFERED=1
-export LTK_COMMIT=${LTK_COMMIT:-$(cat gpu-bin/commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 
 BIN=gpu-bin
 if [ ! -x gpu-bin/test-cuda-indexer ] && [ -f gpu-pack/gpu-bin.tar.xz ]; then tar -xJf gpu-pack/gpu-bin.tar.xz; fi
+# the commit of the binaries (after the unpacking above: the carried tarball stamps it)
+export LTK_COMMIT=${LTK_COMMIT:-$(cat gpu-bin/commit 2>/dev/null || git describe --always --dirty 2>/dev/null || echo unknown)}
 if [ -x gpu-bin/test-cuda-indexer ]; then
   # where bench/gpu-cases.sh looks for a build (build*/tools/litetopk, build*/liblitetopk.so)
   mkdir -p build-carried/tools
