@@ -157,6 +157,8 @@ void gen_dsa_free(gen_dsa *d) {
  *
  *  Ranges. Causal prefill: ks = 0, ke[t] = ctx + t + 1.
  */
+#define GEN_BLOCK 1024
+
 ltk_status gen_dsa_make(const gen_dsa_spec *spec, gen_dsa *out) {
     memset(out, 0, sizeof *out);
     const int64_t T = spec->T, S = spec->ctx + spec->T;
@@ -179,8 +181,6 @@ ltk_status gen_dsa_make(const gen_dsa_spec *spec, gen_dsa *out) {
     gen_rng_seed(&rng, spec->seed);
     float *topic_dir = malloc(sizeof(float) * (size_t)(TOPICS + SINKS) * (size_t)D);
     int32_t *topic = malloc(sizeof(int32_t) * (size_t)(S > 0 ? S : 1));
-    float *vec = malloc(sizeof(float) * (size_t)D);
-    float *z = malloc(sizeof(float) * (size_t)H * (size_t)D);
     float *head_c = malloc(sizeof(float) * (size_t)H), *head_b = malloc(sizeof(float) * (size_t)H);
     out->q = malloc((size_t)(T > 0 ? T : 1) * (size_t)H * (size_t)D * es);
     out->kv = malloc((size_t)(S > 0 ? S : 1) * (size_t)D * es);
@@ -189,7 +189,7 @@ ltk_status gen_dsa_make(const gen_dsa_spec *spec, gen_dsa *out) {
     out->ke = malloc(sizeof(int32_t) * (size_t)(T > 0 ? T : 1));
     if (dt == LTK_DTYPE_E4M3) out->kv_scale = malloc(sizeof(float) * (size_t)(S > 0 ? S : 1));
     ltk_status st = LTK_OK;
-    if (!topic_dir || !topic || !vec || !z || !head_c || !head_b || !out->q || !out->kv || !out->weights || !out->ks ||
+    if (!topic_dir || !topic || !head_c || !head_b || !out->q || !out->kv || !out->weights || !out->ks ||
         !out->ke || (dt == LTK_DTYPE_E4M3 && !out->kv_scale)) {
         st = tool_fail(LTK_ENOMEM, "DSA generator: out of memory for ctx=%lld T=%lld H=%d D=%d", (long long)spec->ctx,
                        (long long)T, H, D);
@@ -205,51 +205,84 @@ ltk_status gen_dsa_make(const gen_dsa_spec *spec, gen_dsa *out) {
         topic[s] = (int32_t)cur;
     }
 
-    /* Keys */
-    for (int64_t s = 0; s < S; s++) {
-        const float *u = topic_dir + (size_t)topic[s] * D;
-        const int hot = s < 4 || gen_uniform(&rng) < hot_frac;
-        const float *sink = topic_dir + (size_t)(TOPICS + (int)(gen_u64(&rng) % SINKS)) * D;
-        const float sigma = (float)exp(0.25 * gen_normal(&rng));
-        for (int d = 0; d < D; d++) {
-            float v = 0.8f * (float)gen_normal(&rng) + 0.6f * u[d];
-            if (hot) v += 0.8f * sink[d];
-            vec[d] = sigma * v;
-        }
-        if (pow2) hadamard(vec, D);
-        if (dt == LTK_DTYPE_E4M3) out->kv_scale[s] = quantize_e4m3(vec, D, (uint8_t *)out->kv + (size_t)s * D);
-        else store_vec(vec, D, dt, out->kv, s * D);
-    }
-
-    /* Queries and weights */
+    /* Keys and queries are made in blocks of GEN_BLOCK tokens, each with its own random stream
+     * (seed, kind, block): the same data for any number of threads, and an L = 1M prefill input
+     * in seconds instead of minutes. A query block starts its AR(1) walk from the walk's stationary
+     * law N(0, I), so the correlation of adjacent queries is the same everywhere except that it
+     * restarts every GEN_BLOCK tokens (the hot set still matters within and across chunks: topics
+     * and sinks are shared). */
     for (int h = 0; h < H; h++) {
         head_c[h] = (float)exp(0.3 * gen_normal(&rng));
         head_b[h] = (float)(0.5 + 0.5 * gen_normal(&rng));
-        for (int d = 0; d < D; d++) z[(size_t)h * D + d] = (float)gen_normal(&rng);
     }
     const float innov = (float)sqrt(1.0 - rho * rho), fold = 1.0f / sqrtf((float)D) / sqrtf((float)H);
-    for (int64_t t = 0; t < T; t++) {
-        const float *u = topic_dir + (size_t)topic[spec->ctx + t] * D;
-        for (int h = 0; h < H; h++) {
-            float *zh = z + (size_t)h * D;
-            const float *sink = topic_dir + (size_t)(TOPICS + h % SINKS) * D;
-            for (int d = 0; d < D; d++) {
-                if (t > 0) zh[d] = (float)rho * zh[d] + innov * (float)gen_normal(&rng);
-                vec[d] = head_c[h] * (zh[d] + 0.25f * u[d] + 0.3f * sink[d]);
-            }
-            if (pow2) hadamard(vec, D);
-            float w = (float)(head_b[h] + 0.3 * gen_normal(&rng)) * fold;
-            int64_t off = (t * H + h) * D;
-            if (dt == LTK_DTYPE_E4M3) w *= quantize_e4m3(vec, D, (uint8_t *)out->q + off);
-            else store_vec(vec, D, dt, out->q, off);
-            out->weights[t * H + h] = w;
+    const int64_t kblocks = (S + GEN_BLOCK - 1) / GEN_BLOCK, qblocks = (T + GEN_BLOCK - 1) / GEN_BLOCK;
+    int oom = 0;
+#pragma omp parallel
+    {
+        float *v = malloc(sizeof(float) * (size_t)D);
+        float *zz = malloc(sizeof(float) * (size_t)H * (size_t)D);
+        if (!v || !zz) {
+#pragma omp atomic write
+            oom = 1;
         }
-        out->ks[t] = 0;
-        out->ke[t] = (int32_t)(spec->ctx + t + 1);
-        out->visible += (double)(spec->ctx + t + 1);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t b = 0; b < kblocks; b++) {
+            if (!v) continue;
+            gen_rng r;
+            gen_rng_seed(&r, spec->seed ^ (0x6b657973ull << 32) ^ (uint64_t)b * 0x9e3779b97f4a7c15ull);
+            for (int64_t s = b * GEN_BLOCK; s < S && s < (b + 1) * GEN_BLOCK; s++) {
+                const float *u = topic_dir + (size_t)topic[s] * D;
+                const int hot = s < 4 || gen_uniform(&r) < hot_frac;
+                const float *sink = topic_dir + (size_t)(TOPICS + (int)(gen_u64(&r) % SINKS)) * D;
+                const float sigma = (float)exp(0.25 * gen_normal(&r));
+                for (int d = 0; d < D; d++) {
+                    float x = 0.8f * (float)gen_normal(&r) + 0.6f * u[d];
+                    if (hot) x += 0.8f * sink[d];
+                    v[d] = sigma * x;
+                }
+                if (pow2) hadamard(v, D);
+                if (dt == LTK_DTYPE_E4M3) out->kv_scale[s] = quantize_e4m3(v, D, (uint8_t *)out->kv + (size_t)s * D);
+                else store_vec(v, D, dt, out->kv, s * D);
+            }
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t b = 0; b < qblocks; b++) {
+            if (!v || !zz) continue;
+            gen_rng r;
+            gen_rng_seed(&r, spec->seed ^ (0x71756572ull << 32) ^ (uint64_t)b * 0x9e3779b97f4a7c15ull);
+            for (int64_t i = 0; i < (int64_t)H * D; i++) zz[i] = (float)gen_normal(&r);
+            for (int64_t t = b * GEN_BLOCK; t < T && t < (b + 1) * GEN_BLOCK; t++) {
+                const float *u = topic_dir + (size_t)topic[spec->ctx + t] * D;
+                for (int h = 0; h < H; h++) {
+                    float *zh = zz + (size_t)h * D;
+                    const float *sink = topic_dir + (size_t)(TOPICS + h % SINKS) * D;
+                    for (int d = 0; d < D; d++) {
+                        if (t > b * GEN_BLOCK) zh[d] = (float)rho * zh[d] + innov * (float)gen_normal(&r);
+                        v[d] = head_c[h] * (zh[d] + 0.25f * u[d] + 0.3f * sink[d]);
+                    }
+                    if (pow2) hadamard(v, D);
+                    float w = (float)(head_b[h] + 0.3 * gen_normal(&r)) * fold;
+                    int64_t off = (t * H + h) * D;
+                    if (dt == LTK_DTYPE_E4M3) w *= quantize_e4m3(v, D, (uint8_t *)out->q + off);
+                    else store_vec(v, D, dt, out->q, off);
+                    out->weights[t * H + h] = w;
+                }
+                out->ks[t] = 0;
+                out->ke[t] = (int32_t)(spec->ctx + t + 1);
+            }
+        }
+        free(v);
+        free(zz);
     }
+    if (oom) {
+        st = tool_fail(LTK_ENOMEM, "DSA generator: out of memory for its thread buffers");
+        gen_dsa_free(out);
+        goto done;
+    }
+    for (int64_t t = 0; t < T; t++) out->visible += (double)(spec->ctx + t + 1);
 done:
-    free(topic_dir), free(topic), free(vec), free(z), free(head_c), free(head_b);
+    free(topic_dir), free(topic), free(head_c), free(head_b);
     return st;
 }
 

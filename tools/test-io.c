@@ -11,6 +11,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <omp.h>
+
+#include "gen.h"
 #include "io.h"
 #include "num.h"
 
@@ -354,6 +357,32 @@ static int write_fixture(void) {
     return 0;
 }
 
+/* The DSA generator makes the same data whatever the number of threads (blocks of tokens with
+ * their own random streams), and different data for another seed. */
+static void test_generator_threads(void) {
+    gen_dsa_spec spec = {1000, 3000, 8, 64, LTK_DTYPE_E4M3, 42, 0.95};
+    gen_dsa a, b, c;
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    ltk_status s1 = gen_dsa_make(&spec, &a);
+    omp_set_num_threads(3);
+    ltk_status s2 = gen_dsa_make(&spec, &b);
+    spec.seed = 43;
+    ltk_status s3 = gen_dsa_make(&spec, &c);
+    omp_set_num_threads(nt);
+    CHECK(s1 == LTK_OK && s2 == LTK_OK && s3 == LTK_OK, "generator failed");
+    if (s1 || s2 || s3) return;
+    size_t nq = (size_t)3000 * 8 * 64, nk = (size_t)4000 * 64;
+    CHECK(!memcmp(a.q, b.q, nq) && !memcmp(a.kv, b.kv, nk), "q/kv differ between 1 and 3 threads");
+    CHECK(!memcmp(a.kv_scale, b.kv_scale, 4000 * sizeof(float)), "kv_scale differs between 1 and 3 threads");
+    CHECK(!memcmp(a.weights, b.weights, (size_t)3000 * 8 * sizeof(float)), "weights differ between 1 and 3 threads");
+    CHECK(memcmp(a.q, c.q, nq) != 0 && memcmp(a.kv, c.kv, nk) != 0, "another seed gave the same data");
+    CHECK(a.ke[0] == 1001 && a.ke[2999] == 4000 && a.ks[5] == 0, "causal ranges");
+    gen_dsa_free(&a);
+    gen_dsa_free(&b);
+    gen_dsa_free(&c);
+}
+
 int main(int argc, char **argv) {
     int fixture = argc == 3 && !strcmp(argv[1], "--write-knn-fixture");
     if (argc != 2 && !fixture) {
@@ -368,6 +397,7 @@ int main(int argc, char **argv) {
     test_malformed();
     test_stream();
     test_conversions();
+    test_generator_threads();
     printf("test-io: %d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }
