@@ -27,7 +27,9 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import litetopk  # noqa: E402
+from gpu_ltk_ctypes import time_ms  # noqa: E402  (CUDA-event median)
 
 
 @triton.jit
@@ -72,22 +74,6 @@ def torch_baseline(q, kv, kscale, w, ke, k, budget=512 << 20, out=None, logits=N
     return out, logits
 
 
-def time_ms(fn, reps):
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    ts.sort()
-    return ts[len(ts) // 2]
-
-
 def make(T, S, H, D, seed=0):
     g = torch.Generator(device="cuda").manual_seed(seed)
     kf = torch.randn(S, D, generator=g, device="cuda")
@@ -130,7 +116,7 @@ def main():
             if st is not None:  # the previous chunk's hot set, as the next chunk would see it
                 litetopk.indexer_topk(q, kv, ksc, w, ks, ke, k, state=st, **kw)
                 kw["state"] = st
-            ms = time_ms(lambda: litetopk.indexer_topk(q, kv, ksc, w, ks, ke, k, **kw), a.reps)
+            ms = time_ms(lambda: litetopk.indexer_topk(q, kv, ksc, w, ks, ke, k, **kw), reps=a.reps)
             if algo != "score_only":
                 litetopk.indexer_topk(q, kv, ksc, w, ks, ke, k, **kw)
                 res[algo] = torch.sort(oi.long(), dim=1).values
@@ -140,7 +126,7 @@ def main():
         exact = bool(torch.equal(res["fused"], res["materialize"]))
         tout, logits = torch_baseline(q, kv, ksc, w, ke, k, budget=a.budget_mb << 20)
         ms = time_ms(lambda: torch_baseline(q, kv, ksc, w, ke, k, budget=a.budget_mb << 20, out=tout,
-                                            logits=logits), a.reps)
+                                            logits=logits), reps=a.reps)
         ts = torch.sort(tout.long(), dim=1).values
         # recall of the torch set against litetopk's (same formula, different summation order)
         hit = 0

@@ -259,19 +259,34 @@ typedef struct knn_bench {
     float *out_scores;
 } knn_bench;
 
-static ltk_status knn_setup(void *c, ltk_algo algo, size_t *aux) {
-    knn_bench *b = c;
-    memset(&b->exec, 0, sizeof b->exec);
-    b->exec.backend = b->env->backend, b->exec.algo = algo, b->exec.num_threads = b->env->threads;
-    size_t need = 0;
-    ltk_status st = ltk_knn_workspace_size(&b->args, &b->exec, &need);
-    if (st) return tool_fail(st, "ltk_knn_workspace_size: %s", ltk_last_error());
+/* The exec of one algo with a preallocated workspace of the size the library asked for: the timed
+ * calls allocate nothing, as in a serving loop. */
+static void bench_exec_init(const bench_env *env, ltk_exec *e, ltk_algo algo) {
+    memset(e, 0, sizeof *e);
+    e->backend = env->backend, e->algo = algo, e->num_threads = env->threads;
+}
+static ltk_status bench_workspace(const bench_env *env, ltk_exec *e, ltk_status size_st, const char *what, size_t need,
+                                  size_t *aux) {
+    if (size_st) return tool_fail(size_st, "%s: %s", what, ltk_last_error());
     *aux = need;
+    ltk_status st = LTK_OK;
     if (need) {
-        st = devmem_alloc(b->env->on_device, need, &b->exec.workspace);
-        b->exec.workspace_bytes = need;
+        st = devmem_alloc(env->on_device, need, &e->workspace);
+        e->workspace_bytes = need;
     }
     return st;
+}
+static void bench_workspace_free(const bench_env *env, ltk_exec *e) {
+    devmem_free(env->on_device, e->workspace);
+    e->workspace = NULL;
+}
+
+static ltk_status knn_setup(void *c, ltk_algo algo, size_t *aux) {
+    knn_bench *b = c;
+    bench_exec_init(b->env, &b->exec, algo);
+    size_t need = 0;
+    ltk_status st = ltk_knn_workspace_size(&b->args, &b->exec, &need);
+    return bench_workspace(b->env, &b->exec, st, "ltk_knn_workspace_size", need, aux);
 }
 static ltk_status knn_run_once(void *c, ltk_stats *stats) {
     knn_bench *b = c;
@@ -289,8 +304,7 @@ static ltk_status knn_fetch(void *c, void *idx, float *scores) {
 }
 static void knn_teardown(void *c) {
     knn_bench *b = c;
-    devmem_free(b->env->on_device, b->exec.workspace);
-    b->exec.workspace = NULL;
+    bench_workspace_free(b->env, &b->exec);
 }
 static void knn_json(void *c, cli_json *j) {
     knn_bench *b = c;
@@ -311,17 +325,10 @@ typedef struct select_bench {
 
 static ltk_status select_setup(void *c, ltk_algo algo, size_t *aux) {
     select_bench *b = c;
-    memset(&b->exec, 0, sizeof b->exec);
-    b->exec.backend = b->env->backend, b->exec.algo = algo, b->exec.num_threads = b->env->threads;
+    bench_exec_init(b->env, &b->exec, algo);
     size_t need = 0;
     ltk_status st = ltk_select_workspace_size(&b->args, &b->exec, &need);
-    if (st) return tool_fail(st, "ltk_select_workspace_size: %s", ltk_last_error());
-    *aux = need;
-    if (need) {
-        st = devmem_alloc(b->env->on_device, need, &b->exec.workspace);
-        b->exec.workspace_bytes = need;
-    }
-    return st;
+    return bench_workspace(b->env, &b->exec, st, "ltk_select_workspace_size", need, aux);
 }
 static ltk_status select_run_once(void *c, ltk_stats *stats) {
     select_bench *b = c;
@@ -339,8 +346,7 @@ static ltk_status select_fetch(void *c, void *idx, float *scores) {
 }
 static void select_teardown(void *c) {
     select_bench *b = c;
-    devmem_free(b->env->on_device, b->exec.workspace);
-    b->exec.workspace = NULL;
+    bench_workspace_free(b->env, &b->exec);
 }
 static void select_json(void *c, cli_json *j) {
     select_bench *b = c;

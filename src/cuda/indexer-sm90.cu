@@ -171,6 +171,21 @@ static __device__ __forceinline__ void sm90_wait(uint64_t *bar, uint32_t parity,
 
 #endif
 
+/* One warp appends its n staged candidates of local row lr to the row's buffer: one atomicAdd
+ * reserves the slots; slots past the capacity are counted but not written (the row's count then
+ * exceeds cap and the host side redoes the row exactly). */
+static __device__ __forceinline__ void sm90_flush(const ltk_scan_params &p, int32_t lr, const ltk_cand *staged,
+                                                  int32_t n, int lane) {
+    int32_t base = 0;
+    if (lane == 0) base = atomicAdd(p.cand_cnt + lr, n);
+    base = __shfl_sync(0xffffffffu, base, 0);
+    for (int i = lane; i < n; i += 32) {
+        int64_t pos = (int64_t)base + i;
+        if (pos < p.cap) p.cand[(int64_t)lr * p.cap + pos] = staged[i];
+    }
+    __syncwarp();
+}
+
 template <int H>
 __global__ void __launch_bounds__(SM90_THREADS, 1)
     ltk_sm90_scan_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kv,
@@ -494,17 +509,9 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 __syncwarp();
 #pragma unroll
                 for (int q = 0; q < BQ; q++) {
-                    if (cnt[q] > LISTQ - 16) {
-                        const int32_t lr = row_s[q].lr;
-                        int32_t base = 0;
-                        if (lane == 0) base = atomicAdd(p.cand_cnt + lr, cnt[q]);
-                        base = __shfl_sync(0xffffffffu, base, 0);
-                        for (int i = lane; i < cnt[q]; i += 32) {
-                            int64_t pos = (int64_t)base + i;
-                            if (pos < p.cap) p.cand[(int64_t)lr * p.cap + pos] = my_stage[q * LISTQ + i];
-                        }
+                    if (cnt[q] > LISTQ - 16) { /* room for one more tile's 16 entries, else flush */
+                        sm90_flush(p, row_s[q].lr, my_stage + q * LISTQ, cnt[q], lane);
                         cnt[q] = 0;
-                        __syncwarp();
                     }
                 }
             }
@@ -513,19 +520,8 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         if (lane == 0) ltk_mbar_arrive(&qempty_b[qs]);
         if (p.mode != LTK_SCAN_MATERIALIZE) {
 #pragma unroll
-            for (int q = 0; q < BQ; q++) {
-                if (cnt[q] > 0) {
-                    const int32_t lr = row_s[q].lr;
-                    int32_t base = 0;
-                    if (lane == 0) base = atomicAdd(p.cand_cnt + lr, cnt[q]);
-                    base = __shfl_sync(0xffffffffu, base, 0);
-                    for (int i = lane; i < cnt[q]; i += 32) {
-                        int64_t pos = (int64_t)base + i;
-                        if (pos < p.cap) p.cand[(int64_t)lr * p.cap + pos] = my_stage[q * LISTQ + i];
-                    }
-                    __syncwarp();
-                }
-            }
+            for (int q = 0; q < BQ; q++)
+                if (cnt[q] > 0) sm90_flush(p, row_s[q].lr, my_stage + q * LISTQ, cnt[q], lane);
         }
         if (lane == 0) atomicAdd(done_s, 1);
     }
