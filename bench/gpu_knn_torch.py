@@ -7,6 +7,7 @@ k=1024 with the bf16 GEMM rate measured in the same run. JSON lines (op "knn"), 
   python3 bench/gpu_knn_torch.py --json bench/results/h200/knn.jsonl [--quick] [--plot FILE.png]
 """
 import argparse
+import os
 import json
 import sys
 
@@ -44,6 +45,7 @@ def main():
     recs = []
 
     def emit(r):
+        r.update(main_loop="wgmma" if os.environ.get("LTK_CUDA_KNN_SM90", "0") not in ("", "0") else "mma.sync")
         r.update(op="knn", backend="cuda", D=D, dtype="bf16", metric="ip", device=dev, commit=commit(), copy_GBps=cg,
                  gemm_TFLOPs=tf)
         r["floor_ms"] = r["N"] * D * 2 / (cg * 1e6)

@@ -170,6 +170,13 @@ if [ "$MODE" != bench ]; then
       note "test-cuda-$t rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
     fi
   done
+  if [ -x "$BIN/test-cuda-knn" ]; then
+    # the kNN's wgmma + TMA main loop (knn-sm90.cu) is opt-in until this passes
+    step "test-cuda-knn with the sm_90a main loop (LTK_CUDA_KNN_SM90=1)"
+    echo "== LTK_CUDA_KNN_SM90=1" >>"$OUT/test.log"
+    LTK_CUDA_KNN_SM90=1 timeout $(tmo 120) "$BIN/test-cuda-knn" >>"$OUT/test.log" 2>&1
+    note "test-cuda-knn (sm90) rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
+  fi
 fi
 
 if [ "$MODE" != tests ] && [ "$MODE" != quick ] && [ "${HUNG:-0}" != 1 ]; then

@@ -18,55 +18,29 @@
  *   4. up to 6 HIST passes + 1 TAKE pass; launched always, CTAs whose query block has nothing to
  *      redo return at once (no host synchronisation)
  *   5. final select per query (select.cuh: radix on composites, bitonic sort)
- * Tensor cores: mma.sync m16n8k16 (bf16/f16, fp32 accumulation) on sm_80 and later, sm_90a
- * included (no wgmma path yet). fp32: SIMT FMA in a fixed order (exact fp32 arithmetic; TF32 is
- * not exact and is not used) — compute-bound, about an fp32-GEMM rate. */
+ * Tensor cores: mma.sync m16n8k16 (bf16/f16, fp32 accumulation) on sm_80 and later; on sm_90a a
+ * wgmma + TMA main loop with the same epilogues (knn-sm90.cu, opt-in: LTK_CUDA_KNN_SM90=1).
+ * fp32: SIMT FMA in a fixed order (exact fp32 arithmetic; TF32 is not exact and is not used) —
+ * compute-bound, about an fp32-GEMM rate. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "ltk-cuda.h"
+#include "knn.cuh"
 #include "select.cuh"
 
 #define KNN_NT 256
 #define KNN_BM 256 /* base rows per tile */
-#define KNN_BQ 64  /* queries per tile */
 #define KNN_ST 4   /* cp.async stages */
 #define KNN_ROWB 64 /* bytes of one row per stage (32 bf16 / 16 f32) */
 #define KNN_SAMPLE 32768
 #define KNN_QBATCH 1024
 #define KNN_MAXCHUNK ((int64_t)1 << 30)
 
-enum { KNN_STORE = 0, KNN_GATE = 1, KNN_HIST = 2, KNN_TAKE = 3 };
 
 static int64_t knn_chunk_rows = KNN_MAXCHUNK; /* tests lower it to exercise the merge */
 extern "C" void ltk_cuda_knn_debug_chunk(int64_t rows) { knn_chunk_rows = rows > 0 ? rows : KNN_MAXCHUNK; }
 
-struct knn_params {
-    const void *q;        /* first query of the batch */
-    int64_t q_stride;
-    const void *x;        /* first base row of the launch range */
-    int64_t x_stride;     /* elements between consecutive scored rows */
-    int32_t D, metric, nq; /* nq: queries in this batch */
-    int64_t n;            /* rows in this launch */
-    int vec;              /* 16-byte cp.async path usable */
-    const float *qn;      /* [nq] query squared norms */
-    /* STORE */
-    float *S;
-    int64_t ld;
-    /* GATE */
-    const uint32_t *thr;
-    uint32_t *cnt, *ckey, *crel;
-    int64_t cap;
-    /* HIST / TAKE */
-    const uint32_t *fb_any; /* per query block */
-    const uint32_t *fb_on;
-    const uint64_t *fb_prefix, *fb_mask;
-    const int32_t *fb_shift, *fb_top;
-    uint32_t *fb_hist;      /* [nq][2048] */
-    uint64_t *fb_out;       /* [nq][kp] */
-    uint32_t *fb_cnt;
-    int32_t kp;
-};
 
 /* ---- PTX wrappers (sm_80+) ---------------------------------------------------------------- *
  * Built for an older target (e.g. a CMake default of sm_75) they compile to a trap; the host side
@@ -115,16 +89,6 @@ template <int DT> static __device__ __forceinline__ float knn_ld(const void *p, 
 /* Swizzled 16-byte unit of (row, chunk) in a 64-byte-row tile: conflict-free ldmatrix. */
 static __device__ __forceinline__ int knn_swz(int row, int ch) { return row * 4 + (ch ^ ((row >> 1) & 3)); }
 
-/* Final score in the ranking space (larger = better): IP dot, L2 -(|q|^2 + |x|^2 - 2 dot), COS.
- * + 0.0f turns -0 into +0 so every path reports the same bits. */
-static __device__ __forceinline__ float knn_score(float dot, float qn, float xn, int metric) {
-    float s;
-    if (metric == LTK_METRIC_IP) s = dot;
-    else if (metric == LTK_METRIC_L2) s = -((qn + xn) - 2.0f * dot);
-    else s = (qn > 0.0f && xn > 0.0f) ? dot / (sqrtf(qn) * sqrtf(xn)) : 0.0f;
-    return s + 0.0f;
-}
-
 struct knn_smem {
     uint4 a[KNN_ST][KNN_BM * 4];
     uint4 b[KNN_ST][KNN_BQ * 4];
@@ -171,40 +135,6 @@ static __device__ __forceinline__ void knn_load_stage(const knn_params &p, knn_s
             if (DT == 0) ((float *)dst)[w] = v;
             else if (DT == 1) ((__half *)dst)[w] = __float2half_rn(v); /* exact: v came from a half */
             else ((__nv_bfloat16 *)dst)[w] = __float2bfloat16_rn(v);
-        }
-    }
-}
-
-/* One scored entry: (local row index, query in batch, score). */
-template <int MODE>
-static __device__ __forceinline__ void knn_emit(const knn_params &p, const knn_smem *sm, int64_t g, int qq, int ql,
-                                                float s) {
-    if (g >= p.n || qq >= p.nq) return;
-    if (MODE == KNN_STORE) {
-        p.S[(int64_t)qq * p.ld + g] = s;
-        return;
-    }
-    uint32_t key = ltk_key32(__float_as_uint(s));
-    if (MODE == KNN_GATE) {
-        if (key >= sm->thr[ql]) {
-            uint32_t pos = atomicAdd(&p.cnt[qq], 1u);
-            if ((int64_t)pos < p.cap) {
-                p.ckey[(int64_t)qq * p.cap + pos] = key;
-                p.crel[(int64_t)qq * p.cap + pos] = (uint32_t)g;
-            }
-        }
-        return;
-    }
-    if (!p.fb_on[qq]) return;
-    uint64_t c = ltk_comp(key, (uint32_t)g), m = p.fb_mask[qq], pre = p.fb_prefix[qq];
-    if (MODE == KNN_HIST) {
-        int top = p.fb_top[qq], sh = p.fb_shift[qq];
-        if (top > 0 && (c & m) == pre)
-            atomicAdd(&p.fb_hist[(int64_t)qq * LTK_SEL_BINS + ((c >> sh) & ((1ull << (top - sh)) - 1))], 1u);
-    } else {
-        if ((c & m) >= pre) {
-            uint32_t pos = atomicAdd(&p.fb_cnt[qq], 1u);
-            if ((int)pos < p.kp) p.fb_out[(int64_t)qq * p.kp + pos] = c;
         }
     }
 }
@@ -347,7 +277,7 @@ static __global__ void __launch_bounds__(KNN_NT, 2) knn_score_kernel(knn_params 
                             int row = wm * 64 + mt * 16 + (lane >> 2) + ((e >> 1) << 3);
                             int ql = wn * 32 + nt * 8 + 2 * (lane & 3) + (e & 1);
                             float sc = knn_score(acc[(mt * 4 + nt) * 4 + e], sm->qn[ql], sm->xn[row], p.metric);
-                            knn_emit<MODE>(p, sm, n0 + row, q0 + ql, ql, sc);
+                            knn_emit<MODE>(p, sm->thr, n0 + row, q0 + ql, ql, sc);
                         }
             } else {
                 const int tx = tid & 15, ty = tid >> 4;
@@ -357,7 +287,7 @@ static __global__ void __launch_bounds__(KNN_NT, 2) knn_score_kernel(knn_params 
                     for (int j = 0; j < 4; j++) {
                         int row = ty + 16 * i, ql = tx + 16 * j;
                         float sc = knn_score(acc[i * 4 + j], sm->qn[ql], sm->xn[row], p.metric);
-                        knn_emit<MODE>(p, sm, n0 + row, q0 + ql, ql, sc);
+                        knn_emit<MODE>(p, sm->thr, n0 + row, q0 + ql, ql, sc);
                     }
             }
         }
@@ -616,13 +546,6 @@ static __global__ void knn_mat_pack_kernel(const int32_t *idx, const float *sc, 
 }
 
 /* ---- host --------------------------------------------------------------------------------- */
-#define KNN_TRY(expr)                                                                                      \
-    do {                                                                                                  \
-        cudaError_t e_ = (expr);                                                                          \
-        if (e_ != cudaSuccess) return ltk_error(LTK_ECUDA, "%s: %s (%s:%d)", #expr, cudaGetErrorString(e_), \
-                                                __FILE__, __LINE__);                                     \
-    } while (0)
-
 typedef struct knn_plan {
     int64_t qb;       /* queries per batch */
     int64_t chunk;    /* corpus rows per launch chunk */
@@ -712,6 +635,14 @@ extern "C" ltk_status ltk_cuda_knn_workspace(const ltk_knn_args *a, const ltk_ex
 
 template <int DT, int MODE>
 static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st) {
+    if constexpr (DT != 0) { /* the wgmma + TMA main loop where it applies (knn-sm90.cu) */
+        int dev = 0, ma = 0, mi = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+            ltk_knn_sm90_usable(p, DT, ma, mi))
+            return ltk_knn_sm90_launch<DT, MODE>(p, sms, st);
+        (void)cudaGetLastError();
+    }
     KNN_TRY(cudaFuncSetAttribute(knn_score_kernel<DT, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)sizeof(knn_smem)));
     int64_t ntiles = (p.n + KNN_BM - 1) / KNN_BM, qblocks = (p.nq + KNN_BQ - 1) / KNN_BQ;

@@ -17,3 +17,7 @@ LTK_API ltk_status ltk_error(ltk_status status, const char *fmt, ...) {
 }
 LTK_API void ltk_clear_error(void) { shim_err[0] = '\0'; }
 LTK_API const char *ltk_last_error(void) { return shim_err; }
+
+/* No driver entry point here: the kNN's sm_90a main loop (TMA) is not used in this build. */
+void *ltk_cuda_tmap_encoder(void);
+void *ltk_cuda_tmap_encoder(void) { return NULL; }

@@ -7,15 +7,15 @@ B=${1:-build-gpu2}
 mkdir -p "$B"
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 ARCH="-gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80"
-for f in select knn; do
+for f in select knn knn-sm90; do
   "$CUDA/bin/nvcc" -std=c++17 -O3 -lineinfo -Xcompiler -fPIC $ARCH -Iinclude -Isrc -c src/cuda/$f.cu -o "$B/$f.o" &
 done
 wait
 LIBS="-L$CUDA/lib64 -lcudart_static -lstdc++ -lpthread -ldl -lrt -lm"
 for t in select knn; do
   cc -std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -Wno-unused-function -Iinclude -I"$CUDA/include" \
-     tests/cuda/test-cuda-$t.c tests/cuda/ltk-cuda-shim.c "$B/select.o" "$B/knn.o" $LIBS -o "$B/test-cuda-$t"
+     tests/cuda/test-cuda-$t.c tests/cuda/ltk-cuda-shim.c "$B/select.o" "$B/knn.o" "$B/knn-sm90.o" $LIBS -o "$B/test-cuda-$t"
 done
-cc -shared -fPIC -O2 -Iinclude -I"$CUDA/include" tests/cuda/ltk-cuda-shim.c "$B/select.o" "$B/knn.o" $LIBS \
+cc -shared -fPIC -O2 -Iinclude -I"$CUDA/include" tests/cuda/ltk-cuda-shim.c "$B/select.o" "$B/knn.o" "$B/knn-sm90.o" $LIBS \
    -o "$B/libltk_cuda_sk.so"
 echo "built $B/test-cuda-select $B/test-cuda-knn $B/libltk_cuda_sk.so"

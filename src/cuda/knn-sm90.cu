@@ -1,0 +1,274 @@
+/* sm_90a scoring main loop of the kNN (bf16 / f16): wgmma with fp32 accumulation, TMA loads into
+ * an mbarrier ring, one producer thread and two math warp groups, a persistent grid of one CTA per
+ * SM. It replaces only the main loop of knn.cu's mma.sync kernel: the work items (128 base rows x
+ * 64 queries), the epilogues (knn_emit: STORE / GATE / HIST / TAKE) and everything around them
+ * (sample, threshold, check, exact fallback, final select) are the same code.
+ *
+ * Why: the mma.sync loop runs at ~140 TFLOP/s whatever the batch (bench/results/h200/
+ * NOTES-select-knn.md), so B = 64 x 5M x 768 bf16 takes 2x the corpus read; this loop only has to
+ * keep up with HBM (64 queries x 2 FLOP per 2-byte element: ~270 TFLOP/s at 4.25 TB/s).
+ *
+ * Layout. A k-step is 64 elements (128 bytes) of D: the base tile [128 rows x 128 B] and the query
+ * tile [64 rows x 128 B], both K-major with the 128-byte swizzle TMA writes, 24 KB a stage. Math
+ * warp group g multiplies base rows 64g..64g+63 by the 64 queries: 4 wgmma m64n64k16 a step, 32
+ * fp32 accumulators a thread (row 16 w + lane/4 (+8), query 8 j + 2 (lane % 4) (+1)). For L2 and
+ * cosine each base row's |x|^2 is summed from the same shared-memory tiles in a fixed order (two
+ * threads a row, one half each, combined at the end), so every mode sees the same bits.
+ *
+ * Opt-in (LTK_CUDA_KNN_SM90=1) until it has passed test-cuda-knn on an H200. */
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "indexer.cuh" /* ltk_cuda_tmap_encoder */
+#include "knn.cuh"
+#include "ptx.cuh"
+
+#define KS_BM 128                   /* base rows per work item (2 math warp groups x 64) */
+#define KS_BK 64                    /* elements of D per stage: one 128-byte swizzle row */
+#define KS_NST 6                    /* stages */
+#define KS_THREADS 384              /* producer warp group + 2 math warp groups */
+#define KS_MATH_WARPS 8
+#define KS_A_BYTES (KS_BM * 128)    /* 16 KB */
+#define KS_B_BYTES (KNN_BQ * 128)   /* 8 KB */
+#define KS_STAGE_BYTES (KS_A_BYTES + KS_B_BYTES)
+
+struct ks_misc {
+    float xn[KS_BM];
+    float qn[KNN_BQ];
+    uint32_t thr[KNN_BQ];
+    uint64_t full[KS_NST], empty[KS_NST];
+};
+#define KS_SMEM (KS_NST * KS_STAGE_BYTES + (int)sizeof(ks_misc) + 1024 /* base alignment slack */)
+
+/* D[64x64] (+)= A[64x16] * B[64x16]^T, bf16 or f16 from shared memory (K-major), fp32 in registers. */
+template <int DT>
+static __device__ __forceinline__ void ks_wgmma(float *d, uint64_t da, uint64_t db, int scale_d) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define KS_WGMMA_REGS                                                                                               \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                       \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n\t}"
+#define KS_WGMMA_OPS                                                                                                \
+    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
+      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),       \
+      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),      \
+      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                    \
+    : "l"(da), "l"(db), "r"(scale_d)
+    if (DT == 2)
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " KS_WGMMA_REGS KS_WGMMA_OPS);
+    else
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " KS_WGMMA_REGS KS_WGMMA_OPS);
+#undef KS_WGMMA_REGS
+#undef KS_WGMMA_OPS
+#endif
+}
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* Spin on an mbarrier phase; a wait past 10 s traps (a protocol bug becomes a launch error that
+ * the host reports, not a hung process). */
+static __device__ __forceinline__ void ks_wait(uint64_t *bar, uint32_t parity) {
+    if (ltk_mbar_try_wait(bar, parity)) return;
+    const uint64_t t0 = ltk_globaltimer();
+    while (!ltk_mbar_try_wait(bar, parity))
+        if (ltk_globaltimer() - t0 > 10000000000ull) __trap();
+}
+/* The 8 elements of 16-byte chunk ch of row r of a swizzled 128-byte-row tile, squared and summed
+ * into acc in element order. */
+template <int DT> static __device__ __forceinline__ float ks_sq8(const uint8_t *tile, int r, int ch, float acc) {
+    const uint4 u = *(const uint4 *)(tile + r * 128 + ((ch ^ (r & 7)) << 4));
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float v0, v1;
+        if (DT == 1) {
+            v0 = __half2float(__ushort_as_half((unsigned short)(w[j] & 0xffffu)));
+            v1 = __half2float(__ushort_as_half((unsigned short)(w[j] >> 16)));
+        } else {
+            v0 = __uint_as_float(w[j] << 16);
+            v1 = __uint_as_float(w[j] & 0xffff0000u);
+        }
+        acc = fmaf(v0, v0, acc);
+        acc = fmaf(v1, v1, acc);
+    }
+    return acc;
+}
+#endif
+
+template <int DT, int MODE>
+__global__ void __launch_bounds__(KS_THREADS, 1)
+    ks_score_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_q,
+                    const knn_params p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(1024) uint8_t smem[];
+    uint8_t *stages = smem; /* stage s: base tile at s * KS_STAGE_BYTES, query tile after it */
+    ks_misc *m = (ks_misc *)(smem + KS_NST * KS_STAGE_BYTES);
+
+    const int64_t ntiles = (p.n + KS_BM - 1) / KS_BM;
+    const int qblocks = (p.nq + KNN_BQ - 1) / KNN_BQ;
+    const int64_t items = ntiles * qblocks;
+    if ((MODE == KNN_HIST || MODE == KNN_TAKE) && !p.fb_any[qblocks]) return; /* uniform: nothing to redo */
+    if ((int64_t)blockIdx.x >= items) return;
+    const int nk = (p.D + KS_BK - 1) / KS_BK;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < KS_NST; s++) {
+            ltk_mbar_init(&m->full[s], 1);
+            ltk_mbar_init(&m->empty[s], KS_MATH_WARPS);
+        }
+        ltk_fence_mbar_init();
+        ltk_tma_prefetch_desc(&tm_x);
+        ltk_tma_prefetch_desc(&tm_q);
+    }
+    __syncthreads();
+
+    if (warp < 4) {
+        /* ---- producer: one thread streams (item, k-step) pairs through the ring ---- */
+        if (threadIdx.x != 0) return;
+        int stage = 0;
+        uint32_t phase = 0;
+        for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+            const int32_t n0 = (int32_t)((w / qblocks) * KS_BM), q0 = (int32_t)(w % qblocks) * KNN_BQ;
+            for (int kt = 0; kt < nk; kt++) {
+                ks_wait(&m->empty[stage], phase ^ 1u);
+                uint8_t *a = stages + stage * KS_STAGE_BYTES;
+                ltk_mbar_arrive_expect_tx(&m->full[stage], KS_STAGE_BYTES);
+                ltk_tma_load_2d(a, &tm_x, &m->full[stage], kt * KS_BK, n0);
+                ltk_tma_load_2d(a + KS_A_BYTES, &tm_q, &m->full[stage], kt * KS_BK, q0);
+                if (++stage == KS_NST) {
+                    stage = 0;
+                    phase ^= 1u;
+                }
+            }
+        }
+        return;
+    }
+
+    /* ---- math warp groups ---- */
+    const int mt = threadIdx.x - 128; /* 0..255 */
+    const int wg = mt >> 7, wl = (mt >> 5) & 3;
+    const int xrow = mt >> 1, xhalf = mt & 1; /* |x|^2: two threads a row */
+    const bool need_xn = p.metric != LTK_METRIC_IP;
+    float acc[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) acc[i] = 0.0f; /* (overwritten: the first k-step has scale-d 0) */
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+        const int64_t n0 = (w / qblocks) * KS_BM;
+        const int q0 = (int)(w % qblocks) * KNN_BQ;
+        ltk_named_bar_sync(1, 256); /* the previous item's epilogue has read qn / thr / xn */
+        if (mt < KNN_BQ) {
+            const int qq = q0 + mt;
+            m->qn[mt] = (need_xn && qq < p.nq) ? p.qn[qq] : 0.0f;
+            if (MODE == KNN_GATE) m->thr[mt] = qq < p.nq ? p.thr[qq] : 0xffffffffu;
+        }
+        float xh = 0.0f;
+        for (int kt = 0; kt < nk; kt++) {
+            ks_wait(&m->full[stage], phase);
+            const uint8_t *a = stages + stage * KS_STAGE_BYTES;
+            const uint64_t da = ltk_desc_sw128(a + wg * (64 * 128)), db = ltk_desc_sw128(a + KS_A_BYTES);
+#pragma unroll
+            for (int i = 0; i < 32; i++) ltk_fence_operand(acc[i]);
+            ltk_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) ks_wgmma<DT>(acc, da + 2 * kk, db + 2 * kk, kt > 0 || kk > 0);
+            ltk_wgmma_commit();
+            if (need_xn) { /* while the tensor cores run: this thread's half of its row */
+#pragma unroll
+                for (int c = 0; c < 4; c++) xh = ks_sq8<DT>(a, xrow, xhalf * 4 + c, xh);
+            }
+            ltk_wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 32; i++) ltk_fence_operand(acc[i]);
+            if (lane == 0) ltk_mbar_arrive(&m->empty[stage]);
+            if (++stage == KS_NST) {
+                stage = 0;
+                phase ^= 1u;
+            }
+        }
+        if (need_xn) {
+            const float other = __shfl_xor_sync(0xffffffffu, xh, 1);
+            if (xhalf == 0) m->xn[xrow] = xh + other; /* half 0 + half 1, the same order for every mode */
+        }
+        ltk_named_bar_sync(1, 256); /* qn / thr / xn of this item are visible */
+        if ((MODE == KNN_HIST || MODE == KNN_TAKE) && !p.fb_any[q0 / KNN_BQ]) continue;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int row = wg * 64 + wl * 16 + (lane >> 2) + ((e >> 1) << 3);
+                const int ql = 8 * j + 2 * (lane & 3) + (e & 1);
+                const float sc = knn_score(acc[4 * j + e], m->qn[ql], m->xn[row], p.metric);
+                knn_emit<MODE>(p, m->thr, n0 + row, q0 + ql, ql, sc);
+            }
+    }
+#endif
+}
+
+/* ---- host ------------------------------------------------------------------------------------- */
+static int ks_image_ok(void) {
+    static int ok = -1;
+    if (ok < 0) {
+        cudaFuncAttributes fa;
+        cudaError_t e = cudaFuncGetAttributes(&fa, ks_score_kernel<2, KNN_GATE>);
+        if (e != cudaSuccess) (void)cudaGetLastError();
+        ok = e == cudaSuccess && fa.binaryVersion == 90;
+    }
+    return ok;
+}
+
+int ltk_knn_sm90_usable(const knn_params &p, int dt, int cc_major, int cc_minor) {
+    const char *env = getenv("LTK_CUDA_KNN_SM90");
+    if (!(env && *env && strcmp(env, "0") != 0)) return 0;
+    if (dt != 1 && dt != 2) return 0; /* fp32 keeps the exact SIMT loop */
+    if (cc_major != 9 || cc_minor != 0 || !p.vec) return 0;
+    /* TMA: 16-byte aligned rows and row strides (p.vec checked the pointers, D and the strides) */
+    if (((uintptr_t)p.x & 15) || ((uintptr_t)p.q & 15) || ((p.x_stride * 2) & 15) || ((p.q_stride * 2) & 15)) return 0;
+    if (p.n > INT32_MAX || ltk_cuda_tmap_encoder() == NULL) return 0;
+    return ks_image_ok();
+}
+
+static ltk_status ks_tmap(CUtensorMap *tm, const void *base, int D, int64_t rows, int64_t stride, int box_rows, int dt) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)ltk_cuda_tmap_encoder();
+    if (!enc) return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled is not available from the driver");
+    cuuint64_t dim[2] = {(cuuint64_t)D, (cuuint64_t)(rows > 0 ? rows : 1)};
+    cuuint64_t str[1] = {(cuuint64_t)stride * 2};
+    cuuint32_t box[2] = {KS_BK, (cuuint32_t)box_rows}, one[2] = {1, 1};
+    CUresult r = enc(tm, dt == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)base,
+                     dim, str, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled (kNN) failed with CUresult %d", (int)r);
+    return LTK_OK;
+}
+
+template <int DT, int MODE> ltk_status ltk_knn_sm90_launch(const knn_params &p, int sms, cudaStream_t st) {
+    static int attr_set = 0;
+    if (!attr_set) {
+        KNN_TRY(cudaFuncSetAttribute(ks_score_kernel<DT, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, KS_SMEM));
+        attr_set = 1;
+    }
+    CUtensorMap tx, tq;
+    LTK_FORWARD_IF(ks_tmap(&tx, p.x, p.D, p.n, p.x_stride, KS_BM, DT));
+    LTK_FORWARD_IF(ks_tmap(&tq, p.q, p.D, p.nq, p.q_stride, KNN_BQ, DT));
+    const int64_t items = ((p.n + KS_BM - 1) / KS_BM) * ((p.nq + KNN_BQ - 1) / KNN_BQ);
+    const int grid = (int)(items < sms ? items : sms);
+    if (grid < 1) return LTK_OK;
+    ks_score_kernel<DT, MODE><<<grid, KS_THREADS, KS_SMEM, st>>>(tx, tq, p);
+    KNN_TRY(cudaGetLastError());
+    return LTK_OK;
+}
+
+#define KS_INST(DT)                                                                                          \
+    template ltk_status ltk_knn_sm90_launch<DT, KNN_STORE>(const knn_params &, int, cudaStream_t);            \
+    template ltk_status ltk_knn_sm90_launch<DT, KNN_GATE>(const knn_params &, int, cudaStream_t);             \
+    template ltk_status ltk_knn_sm90_launch<DT, KNN_HIST>(const knn_params &, int, cudaStream_t);             \
+    template ltk_status ltk_knn_sm90_launch<DT, KNN_TAKE>(const knn_params &, int, cudaStream_t);
+KS_INST(1)
+KS_INST(2)
