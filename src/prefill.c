@@ -144,8 +144,10 @@ ltk_status ltk_prefill_run(const ltk_prefill_args *a, const ltk_exec *e_in) {
     p += lay.out_idx + lay.out_scores;
     struct ltk_indexer_state state = {ltk_backend_resolve(e->backend), kp, (int32_t *)p};
 
-    int32_t *ranges_host = ltk_aligned_alloc(sizeof(int32_t) * 2 * (size_t)C);
-    ltk_status st = ranges_host ? LTK_OK : ltk_error(LTK_ENOMEM, "prefill: range staging allocation failed");
+    /* host staging of the ranges, for backends that cannot write them on their stream */
+    int32_t *ranges_host = bi->causal_ranges ? NULL : ltk_aligned_alloc(sizeof(int32_t) * 2 * (size_t)C);
+    ltk_status st = (ranges_host || bi->causal_ranges) ? LTK_OK
+                                                       : ltk_error(LTK_ENOMEM, "prefill: range staging allocation failed");
     int32_t zero = 0;
     if (st == LTK_OK) st = bi->mem_from_host(state.keys, &zero, sizeof zero); /* cold start */
     int64_t nchunks = (a->L + C - 1) / C;

@@ -228,6 +228,18 @@ def _check_ranges_host(lo: Arr, hi: Arr, length: int, what: str):
         raise ValueError(f"{what} row {r}: range [{int(a[r])}, {int(b[r])}) is not within [0, {length}]")
 
 
+def _wrap_ranges(lo, hi, names, rows, length, on_host, like: Arr):
+    """Per-row [lo, hi) index vectors: both or neither, on the data's device, checked on the host."""
+    loa = wrap_index_vector(lo, names[0], rows, on_host)
+    hia = wrap_index_vector(hi, names[1], rows, on_host)
+    if (loa is None) != (hia is None):
+        raise ValueError(f"{names[0]} and {names[1]} must both be given or both be None")
+    same_device([like, loa, hia])
+    if on_host and loa is not None:
+        _check_ranges_host(loa, hia, length, f"{names[0]}/{names[1]}")
+    return loa, hia
+
+
 def _inner_contig(a: Arr, dims):
     for d in dims:
         if a.stride(d) not in (0, 1):
@@ -302,13 +314,7 @@ def _indexer_prepare(q, kv, kv_scale, weights, ks, ke, topk, relative, sorted_, 
         raise ValueError(f"weights: stride(0)={wa.strides[0]} < H={H}")
     device = same_device([qa, kva, wa, sa])
     on_host = device[0] == "cpu"
-    ksa = wrap_index_vector(ks, "ks", T, on_host)
-    kea = wrap_index_vector(ke, "ke", T, on_host)
-    if (ksa is None) != (kea is None):
-        raise ValueError("ks and ke must both be given or both be None")
-    same_device([qa, ksa, kea])
-    if on_host and ksa is not None:
-        _check_ranges_host(ksa, kea, S, "ks/ke")
+    ksa, kea = _wrap_ranges(ks, ke, ("ks", "ke"), T, S, on_host, qa)
     if state is not None and not isinstance(state, IndexerState):
         raise TypeError("state must be a litetopk.IndexerState")
     ctx = _Ctx(device, backend, algo, num_threads, stream, qa, state)
@@ -586,13 +592,7 @@ def _select_prepare(scores, k, starts, ends, sorted_, relative, out, backend, al
     if one_d and (starts is not None or ends is not None):
         starts = None if starts is None else _as_len1(starts)
         ends = None if ends is None else _as_len1(ends)
-    sta = wrap_index_vector(starts, "starts", rows, on_host)
-    ena = wrap_index_vector(ends, "ends", rows, on_host)
-    if (sta is None) != (ena is None):
-        raise ValueError("starts and ends must both be given or both be None")
-    same_device([sa, sta, ena])
-    if on_host and sta is not None:
-        _check_ranges_host(sta, ena, cols, "starts/ends")
+    sta, ena = _wrap_ranges(starts, ends, ("starts", "ends"), rows, cols, on_host, sa)
     ctx = _Ctx(device, backend, algo, num_threads, stream, sa)
     if out is None:
         out = (None, None)

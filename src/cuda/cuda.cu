@@ -130,19 +130,19 @@ static int sm90_wanted(void) {
     return !(e && *e && strcmp(e, "0") == 0) && !env_flag("LTK_CUDA_PORTABLE");
 }
 
-/* Debugging knobs (read per call; cheap next to a kernel launch):
- *   LTK_CUDA_WATCHDOG_S (default 10, 0 = off): the sm_90a scan traps with a printed line when one
- *     of its barrier waits exceeds this (a hang becomes a launch error that names the wait);
- *   LTK_CUDA_TRACE=1: every stage of the indexer synchronises the stream and prints its wall time
- *     on stderr (a stall then shows as the last stage printed). Not while a graph is captured. */
 /* Logits per materialize sub-chunk: 4 GiB, or LTK_CUDA_MAT_BUDGET_MB (benchmarks compare against
- * the 512 MB budget vLLM uses). At least one 256-column window of one row. */
+ * the 512 MB budget vLLM uses; whole MiB, so a window always holds at least 256K columns). */
 static size_t mat_budget(void) {
     const char *e = getenv("LTK_CUDA_MAT_BUDGET_MB");
     long long mb = e && *e ? atoll(e) : 0;
     return mb > 0 ? (size_t)mb << 20 : MAT_BUDGET;
 }
 
+/* Debugging knobs (read per call; cheap next to a kernel launch):
+ *   LTK_CUDA_WATCHDOG_S (default 10, 0 = off): the sm_90a scan traps with a printed line when one
+ *     of its barrier waits exceeds this (a hang becomes a launch error that names the wait);
+ *   LTK_CUDA_TRACE=1: every stage of the indexer synchronises the stream and prints its wall time
+ *     on stderr (a stall then shows as the last stage printed). Not while a graph is captured. */
 static int64_t watchdog_ns(void) {
     const char *e = getenv("LTK_CUDA_WATCHDOG_S");
     double s = e && *e ? atof(e) : 10.0;

@@ -224,15 +224,18 @@ static int ks_image_ok(void) {
     return ok;
 }
 
-int ltk_knn_sm90_usable(const knn_params &p, int dt, int cc_major, int cc_minor) {
+int ltk_knn_sm90_enabled(int cc_major, int cc_minor) {
     const char *env = getenv("LTK_CUDA_KNN_SM90");
     if (!(env && *env && strcmp(env, "0") != 0)) return 0;
-    if (dt != 1 && dt != 2) return 0; /* fp32 keeps the exact SIMT loop */
-    if (cc_major != 9 || cc_minor != 0 || !p.vec) return 0;
-    /* TMA: 16-byte aligned rows and row strides (p.vec checked the pointers, D and the strides) */
-    if (((uintptr_t)p.x & 15) || ((uintptr_t)p.q & 15) || ((p.x_stride * 2) & 15) || ((p.q_stride * 2) & 15)) return 0;
-    if (p.n > INT32_MAX || ltk_cuda_tmap_encoder() == NULL) return 0;
+    if (cc_major != 9 || cc_minor != 0 || ltk_cuda_tmap_encoder() == NULL) return 0;
     return ks_image_ok();
+}
+
+int ltk_knn_sm90_fits(const knn_params &p, int dt) {
+    if (dt != 1 && dt != 2) return 0; /* fp32 keeps the exact SIMT loop */
+    if (!p.vec || p.n > INT32_MAX) return 0;
+    /* TMA: 16-byte aligned rows and row strides */
+    return !(((uintptr_t)p.x & 15) || ((uintptr_t)p.q & 15) || ((p.x_stride * 2) & 15) || ((p.q_stride * 2) & 15));
 }
 
 static ltk_status ks_tmap(CUtensorMap *tm, const void *base, int D, int64_t rows, int64_t stride, int box_rows, int dt) {

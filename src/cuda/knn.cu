@@ -635,14 +635,8 @@ extern "C" ltk_status ltk_cuda_knn_workspace(const ltk_knn_args *a, const ltk_ex
 
 template <int DT, int MODE>
 static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st) {
-    if constexpr (DT != 0) { /* the wgmma + TMA main loop where it applies (knn-sm90.cu) */
-        int dev = 0, ma = 0, mi = 0;
-        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
-            ltk_knn_sm90_usable(p, DT, ma, mi))
-            return ltk_knn_sm90_launch<DT, MODE>(p, sms, st);
-        (void)cudaGetLastError();
-    }
+    if constexpr (DT != 0) /* the wgmma + TMA main loop where it applies (knn-sm90.cu) */
+        if (p.sm90 && ltk_knn_sm90_fits(p, DT)) return ltk_knn_sm90_launch<DT, MODE>(p, sms, st);
     KNN_TRY(cudaFuncSetAttribute(knn_score_kernel<DT, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)sizeof(knn_smem)));
     int64_t ntiles = (p.n + KNN_BM - 1) / KNN_BM, qblocks = (p.nq + KNN_BQ - 1) / KNN_BQ;
@@ -656,7 +650,7 @@ static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st
 
 template <int DT>
 static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_plan *pl, unsigned char *ws,
-                          cudaStream_t st, int sms) {
+                          cudaStream_t st, int sms, int sm90) {
     const int esz = DT == 0 ? 4 : 2;
     const int mat = e->algo == LTK_ALGO_MATERIALIZE, score_only = e->algo == LTK_ALGO_SCORE_ONLY;
     const size_t fin_smem = sizeof(ltk_sel_smem) + (size_t)pl->kp * 8;
@@ -685,6 +679,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             int vec = (align % 16 == 0) && ((a->D * esz) % 16 == 0) && ((a->q_stride * esz) % 16 == 0) &&
                       ((a->base_stride * esz) % 16 == 0);
             p.vec = vec;
+            p.sm90 = sm90;
             uint64_t *res = (uint64_t *)(ws + pl->o_res) + (size_t)ch * nq * pl->kp;
             int32_t *res_cnt = (int32_t *)(ws + pl->o_rescnt) + (size_t)ch * nq;
             if (nr <= 0) { /* N == 0 */
@@ -845,16 +840,18 @@ extern "C" ltk_status ltk_cuda_knn(const ltk_knn_args *a, const ltk_exec *e, voi
     LTK_FORWARD_IF(knn_make_plan(a, e, &pl));
     LTK_RETURN_IF(ws_bytes < pl.total || !ws, LTK_EWORKSPACE, "knn workspace of %zu bytes < %zu required", ws_bytes,
                   pl.total);
-    int dev = 0, sms = 0, major = 0;
+    int dev = 0, sms = 0, major = 0, minor = 0;
     KNN_TRY(cudaGetDevice(&dev));
     KNN_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     KNN_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    KNN_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    const int sm90 = a->dtype != LTK_DTYPE_F32 && ltk_knn_sm90_enabled(major, minor);
     LTK_RETURN_IF(major < 8, LTK_EUNSUPPORTED, "cuda knn needs compute capability 8.0 or newer (device has %d.x)", major);
     cudaStream_t st = (cudaStream_t)e->stream;
     switch (a->dtype) {
-    case LTK_DTYPE_F32: return knn_run<0>(a, e, &pl, (unsigned char *)ws, st, sms);
-    case LTK_DTYPE_F16: return knn_run<1>(a, e, &pl, (unsigned char *)ws, st, sms);
-    case LTK_DTYPE_BF16: return knn_run<2>(a, e, &pl, (unsigned char *)ws, st, sms);
+    case LTK_DTYPE_F32: return knn_run<0>(a, e, &pl, (unsigned char *)ws, st, sms, sm90);
+    case LTK_DTYPE_F16: return knn_run<1>(a, e, &pl, (unsigned char *)ws, st, sms, sm90);
+    case LTK_DTYPE_BF16: return knn_run<2>(a, e, &pl, (unsigned char *)ws, st, sms, sm90);
     default: return ltk_error(LTK_EUNSUPPORTED, "cuda knn: dtype %d", (int)a->dtype);
     }
 }

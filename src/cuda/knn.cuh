@@ -30,6 +30,7 @@ struct knn_params {
     int32_t D, metric, nq; /* nq: queries in this batch */
     int64_t n;            /* rows in this launch */
     int vec;              /* 16-byte cp.async path usable */
+    int sm90;             /* host only: the sm_90a main loop is enabled for this call */
     const float *qn;      /* [nq] query squared norms */
     /* STORE */
     float *S;
@@ -94,10 +95,11 @@ static __device__ __forceinline__ void knn_emit(const knn_params &p, const uint3
 }
 
 
-/* sm_90a main loop (knn-sm90.cu): 1 when it can score these parameters (bf16/f16, 16-byte aligned
- * rows, sm_90a code in this build, a driver with cuTensorMapEncodeTiled, and LTK_CUDA_KNN_SM90=1:
- * opt-in until it has run on an H200). */
-int ltk_knn_sm90_usable(const knn_params &p, int dt, int cc_major, int cc_minor);
+/* sm_90a main loop (knn-sm90.cu). enabled: once per call — sm_90, sm_90a code in this build, a driver
+ * with cuTensorMapEncodeTiled, and LTK_CUDA_KNN_SM90=1 (opt-in until it has run on an H200).
+ * fits: per launch — bf16/f16 and 16-byte aligned rows and strides (what TMA needs). */
+int ltk_knn_sm90_enabled(int cc_major, int cc_minor);
+int ltk_knn_sm90_fits(const knn_params &p, int dt);
 template <int DT, int MODE> ltk_status ltk_knn_sm90_launch(const knn_params &p, int sms, cudaStream_t st);
 
 #endif
