@@ -30,5 +30,5 @@ sk: B=$([ -x gpu-bin/test-cuda-select ] && echo gpu-bin || { sh tests/cuda/stand
 sk: for s in "1 1048576" "64 1048576" "128 1048576" "8192 1048576"; do set -- $s; $(ls -t build*/tools/litetopk | head -1) bench select --backend cuda --rows $1 --cols $2 --k 2048 --dtype f32 --dist normal --json "${OUT:-.}/bench.jsonl"; done
 sk: python3 bench/gpu_select_torch.py --json "${OUT:-.}/bench.jsonl"
 sk: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
-# The same kNN benchmark with the sm_90a wgmma + TMA main loop (opt-in until verified on the H200).
-knn90: LTK_CUDA_KNN_SM90=1 python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
+# The kNN benchmark with both main loops side by side: mma.sync (other GPUs) and the sm_90a wgmma + TMA loop (the default).
+knn90: python3 bench/gpu_knn_torch.py --loops mma,wgmma --json "${OUT:-.}/bench.jsonl"

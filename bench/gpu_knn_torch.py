@@ -29,7 +29,14 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--plot", default=None)
+    ap.add_argument("--loops", default=None,
+                    help="main loops to compare in one run, e.g. mma,wgmma (sets LTK_CUDA_KNN_SM90 per call)")
     args = ap.parse_args()
+    loops = args.loops.split(",") if args.loops else [None]
+
+    def set_loop(name):  # the library reads LTK_CUDA_KNN_SM90 at every call
+        if name is not None:
+            os.environ["LTK_CUDA_KNN_SM90"] = "1" if name == "wgmma" else "0"
     lib = Lib()
     dev = torch.cuda.get_device_name()
     out = open(args.json, "a") if args.json else None
@@ -45,7 +52,7 @@ def main():
     recs = []
 
     def emit(r):
-        r.update(main_loop="wgmma" if os.environ.get("LTK_CUDA_KNN_SM90", "0") not in ("", "0") else "mma.sync")
+        r.update(main_loop="wgmma" if os.environ.get("LTK_CUDA_KNN_SM90", "1") != "0" else "mma.sync")
         r.update(op="knn", backend="cuda", D=D, dtype="bf16", metric="ip", device=dev, commit=commit(), copy_GBps=cg,
                  gemm_TFLOPs=tf)
         r["floor_ms"] = r["N"] * D * 2 / (cg * 1e6)
@@ -62,22 +69,25 @@ def main():
             oi = torch.empty(B, k, dtype=torch.int64, device="cuda")
             osc = torch.empty(B, k, dtype=torch.float32, device="cuda")
             oi2, osc2 = torch.empty_like(oi), torch.empty_like(osc)
-            st = Stats()
-            lib.knn(q, x, k, oi, osc, algo="fused", stats=st)
-            lib.knn(q, x, k, oi2, osc2, algo="materialize")
-            same = bool(torch.equal(oi, oi2)) and bool(torch.equal(osc, osc2))
-            # against torch on fp32 scores of the same bf16 inputs: the k-th value agrees within rounding
-            ref = torch.topk((q.float() @ x.float().T), k, dim=1).values
-            err = float((ref[:, -1] - osc[:, -1]).abs().max())
-            for algo in ("fused", "materialize"):
-                ws = lib.knn(q, x, k, oi, osc, algo=algo)
-                ms = time_ms(lambda: lib.knn(q, x, k, oi, osc, algo=algo), reps=10)
-                r = dict(algo=algo, B=B, N=N, k=k, median_ms=ms, aux_bytes=ws, fused_eq_materialize=same,
-                         kth_abs_err_vs_fp32=err)
-                if algo == "fused":
-                    r.update(fallback_rows=st.fallback_rows, candidates_mean=st.candidates / B,
-                             candidates_max=st.candidates_max)
-                emit(r)
+            for lp in loops:
+                set_loop(lp)
+                st = Stats()
+                lib.knn(q, x, k, oi, osc, algo="fused", stats=st)
+                lib.knn(q, x, k, oi2, osc2, algo="materialize")
+                same = bool(torch.equal(oi, oi2)) and bool(torch.equal(osc, osc2))
+                # against torch on fp32 scores of the same bf16 inputs: the k-th value agrees within rounding
+                ref = torch.topk((q.float() @ x.float().T), k, dim=1).values
+                err = float((ref[:, -1] - osc[:, -1]).abs().max())
+                del ref
+                for algo in ("fused", "materialize"):
+                    ws = lib.knn(q, x, k, oi, osc, algo=algo)
+                    ms = time_ms(lambda: lib.knn(q, x, k, oi, osc, algo=algo), reps=10)
+                    r = dict(algo=algo, B=B, N=N, k=k, median_ms=ms, aux_bytes=ws, fused_eq_materialize=same,
+                             kth_abs_err_vs_fp32=err)
+                    if algo == "fused":
+                        r.update(fallback_rows=st.fallback_rows, candidates_mean=st.candidates / B,
+                                 candidates_max=st.candidates_max)
+                    emit(r)
 
             def base():
                 s = q @ x.T  # cuBLAS bf16 GEMM, bf16 scores (the public anchor's pipeline)
@@ -95,10 +105,12 @@ def main():
         k = 1024
         oi = torch.empty(Bs, k, dtype=torch.int64, device="cuda")
         osc = torch.empty(Bs, k, dtype=torch.float32, device="cuda")
-        ws = lib.knn(qq, x, k, oi, osc, algo="fused")
-        ms = time_ms(lambda: lib.knn(qq, x, k, oi, osc, algo="fused"), reps=3 if Bs >= 1024 else 10, warmup=1)
-        emit(dict(algo="fused", B=Bs, N=N, k=k, median_ms=ms, aux_bytes=ws, sweep="B",
-                  ms_per_query=ms / Bs, TFLOPs=2 * Bs * N * D / (ms * 1e9)))
+        for lp in loops:
+            set_loop(lp)
+            ws = lib.knn(qq, x, k, oi, osc, algo="fused")
+            ms = time_ms(lambda: lib.knn(qq, x, k, oi, osc, algo="fused"), reps=3 if Bs >= 1024 else 10, warmup=1)
+            emit(dict(algo="fused", B=Bs, N=N, k=k, median_ms=ms, aux_bytes=ws, sweep="B",
+                      ms_per_query=ms / Bs, TFLOPs=2 * Bs * N * D / (ms * 1e9)))
         del qq, oi, osc
         torch.cuda.empty_cache()
     if args.plot:

@@ -171,11 +171,20 @@ if [ "$MODE" != bench ]; then
     fi
   done
   if [ -x "$BIN/test-cuda-knn" ]; then
-    # the kNN's wgmma + TMA main loop (knn-sm90.cu) is opt-in until this passes
-    step "test-cuda-knn with the sm_90a main loop (LTK_CUDA_KNN_SM90=1)"
-    echo "== LTK_CUDA_KNN_SM90=1" >>"$OUT/test.log"
-    LTK_CUDA_KNN_SM90=1 timeout $(tmo 120) "$BIN/test-cuda-knn" >>"$OUT/test.log" 2>&1
-    note "test-cuda-knn (sm90) rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
+    # the run above used the kNN's wgmma + TMA main loop (knn-sm90.cu, the default on sm_90); this one
+    # the mma.sync loop that other GPUs run
+    step "test-cuda-knn with the mma.sync main loop (LTK_CUDA_KNN_SM90=0)"
+    echo "== LTK_CUDA_KNN_SM90=0" >>"$OUT/test.log"
+    LTK_CUDA_KNN_SM90=0 timeout $(tmo 120) "$BIN/test-cuda-knn" >>"$OUT/test.log" 2>&1
+    note "test-cuda-knn (mma.sync) rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
+    if command -v compute-sanitizer >/dev/null; then
+      for tool in memcheck racecheck; do
+        echo "== $tool test-cuda-knn --small (sm90)" >>"$OUT/sanitizer.log"
+        timeout $(tmo 90) compute-sanitizer --tool $tool --print-limit 20 "$BIN/test-cuda-knn" --small \
+          >>"$OUT/sanitizer.log" 2>&1
+        note "$tool knn sm90 rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|passed,' "$OUT/sanitizer.log" | tail -2 | tr '\n' ' ')"
+      done
+    fi
   fi
 fi
 

@@ -1,6 +1,6 @@
 /* sm_90a scoring main loop of the kNN (bf16 / f16): wgmma with fp32 accumulation, TMA loads into
  * an mbarrier ring, one producer thread and two math warp groups, a persistent grid of one CTA per
- * SM. It replaces only the main loop of knn.cu's mma.sync kernel: the work items (128 base rows x
+ * SM. It replaces only the main loop of knn.cu's mma.sync kernel: the work items (256 base rows x
  * 64 queries), the epilogues (knn_emit: STORE / GATE / HIST / TAKE) and everything around them
  * (sample, threshold, check, exact fallback, final select) are the same code.
  *
@@ -8,14 +8,21 @@
  * NOTES-select-knn.md), so B = 64 x 5M x 768 bf16 takes 2x the corpus read; this loop only has to
  * keep up with HBM (64 queries x 2 FLOP per 2-byte element: ~270 TFLOP/s at 4.25 TB/s).
  *
- * Layout. A k-step is 64 elements (128 bytes) of D: the base tile [128 rows x 128 B] and the query
- * tile [64 rows x 128 B], both K-major with the 128-byte swizzle TMA writes, 24 KB a stage. Math
- * warp group g multiplies base rows 64g..64g+63 by the 64 queries: 4 wgmma m64n64k16 a step, 32
- * fp32 accumulators a thread (row 16 w + lane/4 (+8), query 8 j + 2 (lane % 4) (+1)). For L2 and
- * cosine each base row's |x|^2 is summed from the same shared-memory tiles in a fixed order (two
- * threads a row, one half each, combined at the end), so every mode sees the same bits.
+ * Layout. A k-step is 64 elements (128 bytes) of D: the base tile [256 rows x 128 B] and the query
+ * tile [64 rows x 128 B], both K-major with the 128-byte swizzle TMA writes, 40 KB a stage, 5 stages.
+ * The queries are the M side and the base rows the N side: math warp group g multiplies the 64
+ * queries by base rows 128g..128g+127, 4 wgmma m64n128k16 a step, 64 fp32 accumulators a thread
+ * (query 16 w + lane/4 (+8), base row 8 j + 2 (lane % 4) (+1)). Why this way round: the
+ * first version (m64n64, base rows as M) read a third more shared memory per FLOP, close to the
+ * whole shared-memory bandwidth at the tensor rate, and ran at ~230 TFLOP/s; a 128-wide N cuts that
+ * by a quarter, and the thresholds of a thread's two queries stay in registers. Each warp group keeps one wgmma group in flight
+ * (wait<1>, the stage of step kt-1 is released while step kt runs) and synchronises only with
+ * itself, so one group's epilogue overlaps the other's main loop. For L2 and cosine each base
+ * row's |x|^2 is summed by one thread of the group that owns the row, from the same shared-memory
+ * tiles in element order, so every mode of this kernel sees the same bits.
  *
- * Opt-in (LTK_CUDA_KNN_SM90=1) until it has passed test-cuda-knn on an H200. */
+ * The default on sm_90 (LTK_CUDA_KNN_SM90=0 turns it off): it passed test-cuda-knn and the sanitizers on the
+ * H200 and ran 1.6x faster than the mma.sync loop (bench/results/h200/run7-knn-sm90). */
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -28,42 +35,48 @@
 #include "knn.cuh"
 #include "ptx.cuh"
 
-#define KS_BM 128                   /* base rows per work item (2 math warp groups x 64) */
+#define KS_BN 256                   /* base rows per work item (2 math warp groups x 128) */
 #define KS_BK 64                    /* elements of D per stage: one 128-byte swizzle row */
-#define KS_NST 6                    /* stages */
+#define KS_NST 5                    /* stages */
 #define KS_THREADS 384              /* producer warp group + 2 math warp groups */
 #define KS_MATH_WARPS 8
-#define KS_A_BYTES (KS_BM * 128)    /* 16 KB */
-#define KS_B_BYTES (KNN_BQ * 128)   /* 8 KB */
-#define KS_STAGE_BYTES (KS_A_BYTES + KS_B_BYTES)
+#define KS_X_BYTES (KS_BN * 128)    /* 32 KB */
+#define KS_Q_BYTES (KNN_BQ * 128)   /* 8 KB */
+#define KS_STAGE_BYTES (KS_X_BYTES + KS_Q_BYTES)
 
 struct ks_misc {
-    float xn[KS_BM];
-    float qn[KNN_BQ];
-    uint32_t thr[KNN_BQ];
+    float xn[KS_BN];
     uint64_t full[KS_NST], empty[KS_NST];
 };
 #define KS_SMEM (KS_NST * KS_STAGE_BYTES + (int)sizeof(ks_misc) + 1024 /* base alignment slack */)
 
-/* D[64x64] (+)= A[64x16] * B[64x16]^T, bf16 or f16 from shared memory (K-major), fp32 in registers. */
+/* D[64x128] (+)= A[64x16] * B[128x16]^T, bf16 or f16 from shared memory (K-major), fp32 in registers. */
 template <int DT>
 static __device__ __forceinline__ void ks_wgmma(float *d, uint64_t da, uint64_t db, int scale_d) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define KS_WGMMA_REGS                                                                                               \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                       \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n\t}"
-#define KS_WGMMA_OPS                                                                                                \
-    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
-      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),       \
-      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),      \
-      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                    \
+#define KS_WGMMA_REGS                                                                                    \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                            \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                   \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                   \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                  \
+    "%64, %65, p, 1, 1, 0, 0;\n\t}"
+#define KS_WGMMA_OPS                                                                                     \
+    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),    \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),           \
+      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),         \
+      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),         \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),         \
+      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),         \
+      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),         \
+      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),         \
+      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])          \
     : "l"(da), "l"(db), "r"(scale_d)
     if (DT == 2)
-        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " KS_WGMMA_REGS KS_WGMMA_OPS);
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " KS_WGMMA_REGS KS_WGMMA_OPS);
     else
-        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " KS_WGMMA_REGS KS_WGMMA_OPS);
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " KS_WGMMA_REGS KS_WGMMA_OPS);
 #undef KS_WGMMA_REGS
 #undef KS_WGMMA_OPS
 #endif
@@ -109,7 +122,7 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
     uint8_t *stages = smem; /* stage s: base tile at s * KS_STAGE_BYTES, query tile after it */
     ks_misc *m = (ks_misc *)(smem + KS_NST * KS_STAGE_BYTES);
 
-    const int64_t ntiles = (p.n + KS_BM - 1) / KS_BM;
+    const int64_t ntiles = (p.n + KS_BN - 1) / KS_BN;
     const int qblocks = (p.nq + KNN_BQ - 1) / KNN_BQ;
     const int64_t items = ntiles * qblocks;
     if ((MODE == KNN_HIST || MODE == KNN_TAKE) && !p.fb_any[qblocks]) return; /* uniform: nothing to redo */
@@ -134,13 +147,13 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
         int stage = 0;
         uint32_t phase = 0;
         for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
-            const int32_t n0 = (int32_t)((w / qblocks) * KS_BM), q0 = (int32_t)(w % qblocks) * KNN_BQ;
+            const int32_t n0 = (int32_t)((w / qblocks) * KS_BN), q0 = (int32_t)(w % qblocks) * KNN_BQ;
             for (int kt = 0; kt < nk; kt++) {
                 ks_wait(&m->empty[stage], phase ^ 1u);
                 uint8_t *a = stages + stage * KS_STAGE_BYTES;
                 ltk_mbar_arrive_expect_tx(&m->full[stage], KS_STAGE_BYTES);
                 ltk_tma_load_2d(a, &tm_x, &m->full[stage], kt * KS_BK, n0);
-                ltk_tma_load_2d(a + KS_A_BYTES, &tm_q, &m->full[stage], kt * KS_BK, q0);
+                ltk_tma_load_2d(a + KS_X_BYTES, &tm_q, &m->full[stage], kt * KS_BK, q0);
                 if (++stage == KS_NST) {
                     stage = 0;
                     phase ^= 1u;
@@ -150,63 +163,70 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
         return;
     }
 
-    /* ---- math warp groups ---- */
-    const int mt = threadIdx.x - 128; /* 0..255 */
+    /* ---- math warp groups: each on its own, meeting the other only at the ring's barriers ---- */
+    const int mt = threadIdx.x - 128;            /* 0..255: also the base row whose |x|^2 it sums */
     const int wg = mt >> 7, wl = (mt >> 5) & 3;
-    const int xrow = mt >> 1, xhalf = mt & 1; /* |x|^2: two threads a row */
+    const int qa = 16 * wl + (lane >> 2);        /* this thread's queries: qa and qa + 8 */
     const bool need_xn = p.metric != LTK_METRIC_IP;
-    float acc[32];
+    float acc[64];
 #pragma unroll
-    for (int i = 0; i < 32; i++) acc[i] = 0.0f; /* (overwritten: the first k-step has scale-d 0) */
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f; /* (overwritten: the first k-step has scale-d 0) */
     int stage = 0;
     uint32_t phase = 0;
     for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
-        const int64_t n0 = (w / qblocks) * KS_BM;
+        const int64_t n0 = (w / qblocks) * KS_BN;
         const int q0 = (int)(w % qblocks) * KNN_BQ;
-        ltk_named_bar_sync(1, 256); /* the previous item's epilogue has read qn / thr / xn */
-        if (mt < KNN_BQ) {
-            const int qq = q0 + mt;
-            m->qn[mt] = (need_xn && qq < p.nq) ? p.qn[qq] : 0.0f;
-            if (MODE == KNN_GATE) m->thr[mt] = qq < p.nq ? p.thr[qq] : 0xffffffffu;
+        float qn_r[2] = {0.0f, 0.0f};
+        uint32_t thr_r[2] = {0xffffffffu, 0xffffffffu};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int qq = q0 + qa + 8 * h;
+            if (qq < p.nq) {
+                if (need_xn) qn_r[h] = p.qn[qq];
+                if (MODE == KNN_GATE) thr_r[h] = p.thr[qq];
+            }
         }
-        float xh = 0.0f;
+        ltk_named_bar_sync(1 + wg, 128); /* this group's previous epilogue has read its xn */
+        float xs = 0.0f;
+        int prev = 0;
         for (int kt = 0; kt < nk; kt++) {
             ks_wait(&m->full[stage], phase);
             const uint8_t *a = stages + stage * KS_STAGE_BYTES;
-            const uint64_t da = ltk_desc_sw128(a + wg * (64 * 128)), db = ltk_desc_sw128(a + KS_A_BYTES);
+            const uint64_t da = ltk_desc_sw128(a + KS_X_BYTES), db = ltk_desc_sw128(a + wg * (128 * 128));
 #pragma unroll
-            for (int i = 0; i < 32; i++) ltk_fence_operand(acc[i]);
+            for (int i = 0; i < 64; i++) ltk_fence_operand(acc[i]);
             ltk_wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) ks_wgmma<DT>(acc, da + 2 * kk, db + 2 * kk, kt > 0 || kk > 0);
             ltk_wgmma_commit();
-            if (need_xn) { /* while the tensor cores run: this thread's half of its row */
+            if (need_xn) { /* while the tensor cores run: this thread's base row, in element order */
 #pragma unroll
-                for (int c = 0; c < 4; c++) xh = ks_sq8<DT>(a, xrow, xhalf * 4 + c, xh);
+                for (int c = 0; c < 8; c++) xs = ks_sq8<DT>(a, mt, c, xs);
             }
-            ltk_wgmma_wait<0>();
-#pragma unroll
-            for (int i = 0; i < 32; i++) ltk_fence_operand(acc[i]);
-            if (lane == 0) ltk_mbar_arrive(&m->empty[stage]);
+            if (kt > 0) { /* step kt-1 is done: its stage goes back to the producer */
+                ltk_wgmma_wait<1>();
+                if (lane == 0) ltk_mbar_arrive(&m->empty[prev]);
+            }
+            prev = stage;
             if (++stage == KS_NST) {
                 stage = 0;
                 phase ^= 1u;
             }
         }
-        if (need_xn) {
-            const float other = __shfl_xor_sync(0xffffffffu, xh, 1);
-            if (xhalf == 0) m->xn[xrow] = xh + other; /* half 0 + half 1, the same order for every mode */
-        }
-        ltk_named_bar_sync(1, 256); /* qn / thr / xn of this item are visible */
+        ltk_wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 64; i++) ltk_fence_operand(acc[i]);
+        if (lane == 0) ltk_mbar_arrive(&m->empty[prev]);
+        if (need_xn) m->xn[mt] = xs;
+        ltk_named_bar_sync(1 + wg, 128); /* xn of this group's rows is visible */
         if ((MODE == KNN_HIST || MODE == KNN_TAKE) && !p.fb_any[q0 / KNN_BQ]) continue;
 #pragma unroll
-        for (int j = 0; j < 8; j++)
+        for (int j = 0; j < 16; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int row = wg * 64 + wl * 16 + (lane >> 2) + ((e >> 1) << 3);
-                const int ql = 8 * j + 2 * (lane & 3) + (e & 1);
-                const float sc = knn_score(acc[4 * j + e], m->qn[ql], m->xn[row], p.metric);
-                knn_emit<MODE>(p, m->thr, n0 + row, q0 + ql, ql, sc);
+                const int h = e >> 1, row = wg * 128 + 8 * j + 2 * (lane & 3) + (e & 1);
+                const float sc = knn_score(acc[4 * j + e], qn_r[h], m->xn[row], p.metric);
+                knn_emit<MODE>(p, thr_r, n0 + row, q0 + qa + 8 * h, h, sc);
             }
     }
 #endif
@@ -226,7 +246,7 @@ static int ks_image_ok(void) {
 
 int ltk_knn_sm90_enabled(int cc_major, int cc_minor) {
     const char *env = getenv("LTK_CUDA_KNN_SM90");
-    if (!(env && *env && strcmp(env, "0") != 0)) return 0;
+    if (env && !strcmp(env, "0")) return 0;
     if (cc_major != 9 || cc_minor != 0 || ltk_cuda_tmap_encoder() == NULL) return 0;
     return ks_image_ok();
 }
@@ -258,9 +278,9 @@ template <int DT, int MODE> ltk_status ltk_knn_sm90_launch(const knn_params &p, 
         attr_set = 1;
     }
     CUtensorMap tx, tq;
-    LTK_FORWARD_IF(ks_tmap(&tx, p.x, p.D, p.n, p.x_stride, KS_BM, DT));
+    LTK_FORWARD_IF(ks_tmap(&tx, p.x, p.D, p.n, p.x_stride, KS_BN, DT));
     LTK_FORWARD_IF(ks_tmap(&tq, p.q, p.D, p.nq, p.q_stride, KNN_BQ, DT));
-    const int64_t items = ((p.n + KS_BM - 1) / KS_BM) * ((p.nq + KNN_BQ - 1) / KNN_BQ);
+    const int64_t items = ((p.n + KS_BN - 1) / KS_BN) * ((p.nq + KNN_BQ - 1) / KNN_BQ);
     const int grid = (int)(items < sms ? items : sms);
     if (grid < 1) return LTK_OK;
     ks_score_kernel<DT, MODE><<<grid, KS_THREADS, KS_SMEM, st>>>(tx, tq, p);

@@ -19,7 +19,7 @@
  *      redo return at once (no host synchronisation)
  *   5. final select per query (select.cuh: radix on composites, bitonic sort)
  * Tensor cores: mma.sync m16n8k16 (bf16/f16, fp32 accumulation) on sm_80 and later; on sm_90a a
- * wgmma + TMA main loop with the same epilogues (knn-sm90.cu, opt-in: LTK_CUDA_KNN_SM90=1).
+ * wgmma + TMA main loop with the same epilogues (knn-sm90.cu, the default on sm_90; LTK_CUDA_KNN_SM90=0 turns it off).
  * fp32: SIMT FMA in a fixed order (exact fp32 arithmetic; TF32 is not exact and is not used) —
  * compute-bound, about an fp32-GEMM rate. */
 #include <cuda_bf16.h>

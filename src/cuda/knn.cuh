@@ -96,7 +96,7 @@ static __device__ __forceinline__ void knn_emit(const knn_params &p, const uint3
 
 
 /* sm_90a main loop (knn-sm90.cu). enabled: once per call — sm_90, sm_90a code in this build, a driver
- * with cuTensorMapEncodeTiled, and LTK_CUDA_KNN_SM90=1 (opt-in until it has run on an H200).
+ * with cuTensorMapEncodeTiled, and LTK_CUDA_KNN_SM90 not "0" (the default since it passed the GPU tests).
  * fits: per launch — bf16/f16 and 16-byte aligned rows and strides (what TMA needs). */
 int ltk_knn_sm90_enabled(int cc_major, int cc_minor);
 int ltk_knn_sm90_fits(const knn_params &p, int dt);
