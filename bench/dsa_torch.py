@@ -87,6 +87,28 @@ def make(T, S, H, D, seed=0):
     return q, kv, ksc, w, ks, ke
 
 
+def profile(q, kv, ksc, w, ks, ke, k):
+    """Where the time of one call goes: every kernel of the library, timed by CUPTI."""
+    from torch.profiler import ProfilerActivity, profile as tprof
+    T, S = q.shape[0], kv.shape[0]
+    for algo in ("fused", "score_only"):
+        oi = torch.empty(T, k, dtype=torch.int32, device="cuda")
+        st = litetopk.IndexerState(4 * k, backend="cuda") if algo == "fused" else None
+        kw = dict(algo=algo, backend="cuda", out=oi, sorted=False)
+        nbytes = litetopk.workspace_size("indexer", q, kv, ksc, w, ks, ke, k, state=st, **kw)
+        kw["workspace"] = torch.empty(max(nbytes, 1), dtype=torch.uint8, device="cuda")
+        litetopk.indexer_topk(q, kv, ksc, w, ks, ke, k, **kw)
+        if st is not None:
+            kw["state"] = st
+            litetopk.indexer_topk(q, kv, ksc, w, ks, ke, k, **kw)
+        torch.cuda.synchronize()
+        with tprof(activities=[ProfilerActivity.CUDA]) as pr:
+            litetopk.indexer_topk(q, kv, ksc, w, ks, ke, k, **kw)
+            torch.cuda.synchronize()
+        print("== T=%d S=%d k=%d algo=%s (1 call)" % (T, S, k, algo))
+        print(pr.key_averages().table(sort_by="cuda_time_total", row_limit=16, max_name_column_width=70))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--T", type=int, default=8192)
@@ -96,6 +118,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--budget-mb", type=int, default=512)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--profile", action="store_true",
+                    help="only a per-kernel breakdown (torch.profiler / CUPTI) of one fused and one score-only call")
     a = ap.parse_args()
     dev = torch.cuda.get_device_name()
     commit = os.environ.get("LTK_COMMIT", "unknown")
@@ -106,6 +130,9 @@ def main():
         flops = 2.0 * H * D * float((ke - ks).sum().item())
         recs = []
         res = {}
+        if a.profile:
+            profile(q, kv, ksc, w, ks, ke, k)
+            continue
         for algo in ("fused", "score_only", "materialize"):
             oi = torch.empty(T, k, dtype=torch.int32, device="cuda")
             st = litetopk.IndexerState(4 * k, backend="cuda") if algo == "fused" else None

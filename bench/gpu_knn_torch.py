@@ -29,10 +29,14 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--plot", default=None)
+    ap.add_argument("--profile", action="store_true",
+                    help="only a per-kernel breakdown (torch.profiler / CUPTI) of fused calls at N=5M, k=1024")
     ap.add_argument("--loops", default=None,
                     help="main loops to compare in one run, e.g. mma,wgmma (sets LTK_CUDA_KNN_SM90 per call)")
     args = ap.parse_args()
     loops = args.loops.split(",") if args.loops else [None]
+    if args.profile:
+        return profile(Lib(), loops)
 
     def set_loop(name):  # the library reads LTK_CUDA_KNN_SM90 at every call
         if name is not None:
@@ -79,7 +83,7 @@ def main():
                 ref = torch.topk((q.float() @ x.float().T), k, dim=1).values
                 err = float((ref[:, -1] - osc[:, -1]).abs().max())
                 del ref
-                for algo in ("fused", "materialize"):
+                for algo in ("fused", "materialize", "score_only"):
                     ws = lib.knn(q, x, k, oi, osc, algo=algo)
                     ms = time_ms(lambda: lib.knn(q, x, k, oi, osc, algo=algo), reps=10)
                     r = dict(algo=algo, B=B, N=N, k=k, median_ms=ms, aux_bytes=ws, fused_eq_materialize=same,
@@ -115,6 +119,30 @@ def main():
         torch.cuda.empty_cache()
     if args.plot:
         plot(recs, args.plot, cg)
+
+
+def profile(lib, loops):
+    """Where a fused call's time goes: every kernel of the library, timed by CUPTI."""
+    from torch.profiler import ProfilerActivity, profile as tprof
+    D, N, k = 768, 5 << 20, 1024
+    torch.manual_seed(0)
+    x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16)
+    for B in (64, 1024):
+        q = torch.randn(B, D, device="cuda", dtype=torch.bfloat16)
+        oi = torch.empty(B, k, dtype=torch.int64, device="cuda")
+        osc = torch.empty(B, k, dtype=torch.float32, device="cuda")
+        for lp in loops:
+            if lp is not None:
+                os.environ["LTK_CUDA_KNN_SM90"] = "1" if lp == "wgmma" else "0"
+            for algo in ("fused", "score_only"):
+                lib.knn(q, x, k, oi, osc, algo=algo)
+                torch.cuda.synchronize()
+                with tprof(activities=[ProfilerActivity.CUDA]) as pr:
+                    for _ in range(3):
+                        lib.knn(q, x, k, oi, osc, algo=algo)
+                    torch.cuda.synchronize()
+                print("== B=%d N=%d k=%d loop=%s algo=%s (3 calls)" % (B, N, k, lp, algo))
+                print(pr.key_averages().table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=60))
 
 
 def plot(recs, png, cg):
