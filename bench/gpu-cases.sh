@@ -31,4 +31,4 @@ sk: for s in "1 1048576" "64 1048576" "128 1048576" "8192 1048576"; do set -- $s
 sk: python3 bench/gpu_select_torch.py --json "${OUT:-.}/bench.jsonl"
 sk: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
 # The kNN benchmark with both main loops side by side: mma.sync (other GPUs) and the sm_90a wgmma + TMA loop (the default).
-knn90: python3 bench/gpu_knn_torch.py --loops mma,wgmma-noqres,wgmma --json "${OUT:-.}/bench.jsonl"
+knn90: python3 bench/gpu_knn_torch.py --loops mma,wgmma --json "${OUT:-.}/bench.jsonl"

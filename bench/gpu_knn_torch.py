@@ -32,7 +32,7 @@ def main():
     ap.add_argument("--profile", action="store_true",
                     help="only a per-kernel breakdown (torch.profiler / CUPTI) of fused calls at N=5M, k=1024")
     ap.add_argument("--loops", default=None,
-                    help="main loops to compare in one run: mma, wgmma, wgmma-noqres (sets LTK_CUDA_KNN_SM90 / _QRES per call)")
+                    help="main loops to compare in one run: mma, wgmma (sets LTK_CUDA_KNN_SM90 per call)")
     args = ap.parse_args()
     loops = args.loops.split(",") if args.loops else [None]
     if args.profile:
@@ -41,7 +41,6 @@ def main():
     def set_loop(name):  # the library reads LTK_CUDA_KNN_SM90 at every call
         if name is not None:
             os.environ["LTK_CUDA_KNN_SM90"] = "0" if name == "mma" else "1"
-            os.environ["LTK_CUDA_KNN_QRES"] = "0" if name == "wgmma-noqres" else "1"
     lib = Lib()
     dev = torch.cuda.get_device_name()
     out = open(args.json, "a") if args.json else None
@@ -57,8 +56,7 @@ def main():
     recs = []
 
     def emit(r):
-        r.update(main_loop=("wgmma" + ("" if os.environ.get("LTK_CUDA_KNN_QRES", "1") != "0" else "-noqres"))
-                 if os.environ.get("LTK_CUDA_KNN_SM90", "1") != "0" else "mma.sync")
+        r.update(main_loop="wgmma" if os.environ.get("LTK_CUDA_KNN_SM90", "1") != "0" else "mma.sync")
         r.update(op="knn", backend="cuda", D=D, dtype="bf16", metric="ip", device=dev, commit=commit(), copy_GBps=cg,
                  gemm_TFLOPs=tf)
         r["floor_ms"] = r["N"] * D * 2 / (cg * 1e6)
@@ -136,7 +134,6 @@ def profile(lib, loops):
         for lp in loops:
             if lp is not None:
                 os.environ["LTK_CUDA_KNN_SM90"] = "0" if lp == "mma" else "1"
-                os.environ["LTK_CUDA_KNN_QRES"] = "0" if lp == "wgmma-noqres" else "1"
             for algo in ("fused", "score_only"):
                 lib.knn(q, x, k, oi, osc, algo=algo)
                 torch.cuda.synchronize()

@@ -172,8 +172,8 @@ if [ "$MODE" != bench ]; then
   done
   if [ -x "$BIN/test-cuda-knn" ]; then
     # the run above used the kNN's wgmma + TMA main loop (knn-sm90.cu, the default on sm_90); then
-    # the mma.sync loop that other GPUs run, and the sm_90a loop with per-stage query tiles only
-    for v in LTK_CUDA_KNN_SM90=0 LTK_CUDA_KNN_QRES=0; do
+    # the mma.sync loop that other GPUs run
+    for v in LTK_CUDA_KNN_SM90=0; do
       step "test-cuda-knn with $v"
       echo "== $v" >>"$OUT/test.log"
       env $v timeout $(tmo 120) "$BIN/test-cuda-knn" >>"$OUT/test.log" 2>&1

@@ -37,31 +37,18 @@
 
 #define KS_BN 256                   /* base rows per work item (2 math warp groups x 128) */
 #define KS_BK 64                    /* elements of D per stage: one 128-byte swizzle row */
-#define KS_NST 5                    /* stages with a query tile each */
-#define KS_MAXST 6                  /* stages of the resident-query layout (base tile only) */
+#define KS_NST 5                    /* stages */
 #define KS_THREADS 384              /* producer warp group + 2 math warp groups */
 #define KS_MATH_WARPS 8
 #define KS_X_BYTES (KS_BN * 128)    /* 32 KB */
 #define KS_Q_BYTES (KNN_BQ * 128)   /* 8 KB */
 #define KS_STAGE_BYTES (KS_X_BYTES + KS_Q_BYTES)
-#define KS_RING (KS_NST * KS_STAGE_BYTES) /* 200 KB */
-/* Resident queries (one query block, D <= 832): the block's query tiles of all k-steps stay in
- * shared memory for the whole launch, and the ring carries base tiles only. Why: the per-stage
- * query tile was a fifth of the L2 -> SM traffic, and at B = 64 the L2 ran at 85% of its
- * throughput (ncu, run 8), the first limit the base stream hit. */
-#define KS_QRES_MAXK ((KS_RING - 3 * KS_X_BYTES) / KS_Q_BYTES) /* k-steps that still leave 3 stages */
-/* Register split (setmaxnreg): the launch gives 65536 / 384 = 168 a thread; the producer group
- * gives back 128 of them a thread, which the two math groups take (64 accumulators + the gate's
- * two passes over them spilled at 168). 128 * (168 - 40) = 256 * (232 - 168). */
-#define KS_REG_PRODUCER 40
-#define KS_REG_MATH 232
-static_assert(128 * (168 - KS_REG_PRODUCER) >= 256 * (KS_REG_MATH - 168), "setmaxnreg pool");
 
 struct ks_misc {
     float xn[KS_BN];
-    uint64_t full[KS_MAXST], empty[KS_MAXST], qfull;
+    uint64_t full[KS_NST], empty[KS_NST];
 };
-#define KS_SMEM (KS_RING + (int)sizeof(ks_misc) + 1024 /* base alignment slack */)
+#define KS_SMEM (KS_NST * KS_STAGE_BYTES + (int)sizeof(ks_misc) + 1024 /* base alignment slack */)
 
 /* D[64x128] (+)= A[64x16] * B[128x16]^T, bf16 or f16 from shared memory (K-major), fp32 in registers. */
 template <int DT>
@@ -126,13 +113,57 @@ template <int DT> static __device__ __forceinline__ float ks_sq8(const uint8_t *
 }
 #endif
 
+/* The GATE epilogue of one item: the thread's 64 entries (queries qa and qa + 8, base rows
+ * 128 wg + 8 j + 2 (lane % 4) (+1)) gated into a bit mask, then one atomicAdd per query with passes
+ * reserves the slots, then the writes. Why: a returning atomic per passing entry (knn_emit) stalled
+ * the warp on an L2 round trip each time, ~1 us under full HBM load and several per item, which
+ * the ring could not hide (fused 2.33 ms vs score-only 2.01 ms at B = 64, N = 5M). */
+template <bool IP>
+static __device__ __forceinline__ void ks_gate(const knn_params &p, const float (&acc)[64], const float *xn,
+                                               const float (&qn_r)[2], const uint32_t (&thr_r)[2], int wg, int lane,
+                                               int64_t n0, int qa) {
+    const int64_t lim = p.n - n0; /* rows of this item inside the launch */
+    const int rb = wg * 128 + 2 * (lane & 3);
+    uint32_t pm[2] = {0u, 0u}; /* bit 2 j + b of pm[h]: entry (row rb + 8 j + b, query qa + 8 h) passes */
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int h = e >> 1, row = rb + 8 * j + (e & 1);
+            const float sc = IP ? acc[4 * j + e] + 0.0f : knn_score(acc[4 * j + e], qn_r[h], xn[row], p.metric);
+            pm[h] |= (uint32_t)(ltk_key32(__float_as_uint(sc)) >= thr_r[h] && row < lim) << (2 * j + (e & 1));
+        }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        if (!pm[h] || qa + 8 * h >= p.nq) continue;
+        const int64_t qq = qa + 8 * h;
+        uint32_t at = atomicAdd(&p.cnt[qq], (uint32_t)__popc(pm[h]));
+        uint32_t *ck = p.ckey + qq * p.cap, *cr = p.crel + qq * p.cap;
+        for (uint32_t mm = pm[h]; mm; mm &= mm - 1, at++) {
+            const int bit = __ffs(mm) - 1, row = rb + 8 * (bit >> 1) + (bit & 1);
+            /* the entry again, by its bit: acc is indexed by a run-time value only here, on the
+             * rare passing entries (a select chain, no local memory: see the SASS) */
+            float a = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                if (i == bit) a = acc[4 * (i >> 1) + 2 * h + (i & 1)];
+            const float sc = IP ? a + 0.0f : knn_score(a, qn_r[h], xn[row], p.metric);
+            if ((int64_t)at < p.cap) {
+                ck[at] = ltk_key32(__float_as_uint(sc));
+                cr[at] = (uint32_t)(n0 + row);
+            }
+        }
+    }
+}
+
 template <int DT, int MODE>
 __global__ void __launch_bounds__(KS_THREADS, 1)
     ks_score_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_q,
                     const knn_params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) uint8_t smem[];
-    ks_misc *m = (ks_misc *)(smem + KS_RING);
+    uint8_t *stages = smem; /* stage s: base tile at s * KS_STAGE_BYTES, query tile after it */
+    ks_misc *m = (ks_misc *)(smem + KS_NST * KS_STAGE_BYTES);
 
     const int64_t ntiles = (p.n + KS_BN - 1) / KS_BN;
     const int qblocks = (p.nq + KNN_BQ - 1) / KNN_BQ;
@@ -141,19 +172,12 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
     if ((int64_t)blockIdx.x >= items) return;
     const int nk = (p.D + KS_BK - 1) / KS_BK;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    /* layout (the same decision in every thread): resident queries [nk x 8 KB] then nst stages of
-     * [base 32 KB], or nst = 5 stages of [base 32 KB | queries 8 KB] */
-    const bool qres = p.qres;
-    const int sbytes = qres ? KS_X_BYTES : KS_STAGE_BYTES;
-    const int nst = qres ? min((KS_RING - nk * KS_Q_BYTES) / KS_X_BYTES, KS_MAXST) : KS_NST;
-    uint8_t *const qtiles = smem, *const stages = smem + (qres ? nk * KS_Q_BYTES : 0);
 
     if (threadIdx.x == 0) {
-        for (int s = 0; s < nst; s++) {
+        for (int s = 0; s < KS_NST; s++) {
             ltk_mbar_init(&m->full[s], 1);
             ltk_mbar_init(&m->empty[s], KS_MATH_WARPS);
         }
-        ltk_mbar_init(&m->qfull, 1);
         ltk_fence_mbar_init();
         ltk_tma_prefetch_desc(&tm_x);
         ltk_tma_prefetch_desc(&tm_q);
@@ -162,23 +186,18 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
 
     if (warp < 4) {
         /* ---- producer: one thread streams (item, k-step) pairs through the ring ---- */
-        ltk_setmaxnreg_dec<KS_REG_PRODUCER>();
         if (threadIdx.x != 0) return;
-        if (qres) { /* the one query block, all k-steps, once */
-            ltk_mbar_arrive_expect_tx(&m->qfull, nk * KS_Q_BYTES);
-            for (int kt = 0; kt < nk; kt++) ltk_tma_load_2d(qtiles + kt * KS_Q_BYTES, &tm_q, &m->qfull, kt * KS_BK, 0);
-        }
         int stage = 0;
         uint32_t phase = 0;
         for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
             const int32_t n0 = (int32_t)((w / qblocks) * KS_BN), q0 = (int32_t)(w % qblocks) * KNN_BQ;
             for (int kt = 0; kt < nk; kt++) {
                 ks_wait(&m->empty[stage], phase ^ 1u);
-                uint8_t *a = stages + stage * sbytes;
-                ltk_mbar_arrive_expect_tx(&m->full[stage], sbytes);
+                uint8_t *a = stages + stage * KS_STAGE_BYTES;
+                ltk_mbar_arrive_expect_tx(&m->full[stage], KS_STAGE_BYTES);
                 ltk_tma_load_2d(a, &tm_x, &m->full[stage], kt * KS_BK, n0);
-                if (!qres) ltk_tma_load_2d(a + KS_X_BYTES, &tm_q, &m->full[stage], kt * KS_BK, q0);
-                if (++stage == nst) {
+                ltk_tma_load_2d(a + KS_X_BYTES, &tm_q, &m->full[stage], kt * KS_BK, q0);
+                if (++stage == KS_NST) {
                     stage = 0;
                     phase ^= 1u;
                 }
@@ -188,7 +207,6 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
     }
 
     /* ---- math warp groups: each on its own, meeting the other only at the ring's barriers ---- */
-    ltk_setmaxnreg_inc<KS_REG_MATH>();
     const int mt = threadIdx.x - 128;            /* 0..255: also the base row whose |x|^2 it sums */
     const int wg = mt >> 7, wl = (mt >> 5) & 3;
     const int qa = 16 * wl + (lane >> 2);        /* this thread's queries: qa and qa + 8 */
@@ -198,7 +216,6 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
     for (int i = 0; i < 64; i++) acc[i] = 0.0f; /* (overwritten: the first k-step has scale-d 0) */
     int stage = 0;
     uint32_t phase = 0;
-    if (qres) ks_wait(&m->qfull, 0);
     for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
         const int64_t n0 = (w / qblocks) * KS_BN;
         const int q0 = (int)(w % qblocks) * KNN_BQ;
@@ -217,8 +234,8 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
         int prev = 0;
         for (int kt = 0; kt < nk; kt++) {
             ks_wait(&m->full[stage], phase);
-            const uint8_t *a = stages + stage * sbytes;
-            const uint64_t da = ltk_desc_sw128(qres ? qtiles + kt * KS_Q_BYTES : a + KS_X_BYTES);
+            const uint8_t *a = stages + stage * KS_STAGE_BYTES;
+            const uint64_t da = ltk_desc_sw128(a + KS_X_BYTES);
             const uint64_t db = ltk_desc_sw128(a + wg * (128 * 128));
 #pragma unroll
             for (int i = 0; i < 64; i++) ltk_fence_operand(acc[i]);
@@ -235,7 +252,7 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
                 if (lane == 0) ltk_mbar_arrive(&m->empty[prev]);
             }
             prev = stage;
-            if (++stage == nst) {
+            if (++stage == KS_NST) {
                 stage = 0;
                 phase ^= 1u;
             }
@@ -248,42 +265,9 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
         ltk_named_bar_sync(1 + wg, 128); /* xn of this group's rows is visible */
         if ((MODE == KNN_HIST || MODE == KNN_TAKE) && !p.fb_any[q0 / KNN_BQ]) continue;
         if constexpr (MODE == KNN_GATE) {
-            /* Gate all 64 entries into a bit mask first, then one atomicAdd per (thread, query) with
-             * passes, then the writes: a returning atomic per passing entry stalled the warp on an
-             * L2 round trip each time (~1 us under full HBM load, several per item), which the
-             * ring could not hide. */
-            uint32_t pm[2] = {0u, 0u}; /* bit 2 j + (e & 1) of pm[e >> 1]: entry (j, e) passes */
-#pragma unroll
-            for (int j = 0; j < 16; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int h = e >> 1, row = wg * 128 + 8 * j + 2 * (lane & 3) + (e & 1);
-                    const float sc = knn_score(acc[4 * j + e], qn_r[h], m->xn[row], p.metric);
-                    const bool ok = n0 + row < p.n && q0 + qa + 8 * h < p.nq && ltk_key32(__float_as_uint(sc)) >= thr_r[h];
-                    pm[h] |= (uint32_t)ok << (2 * j + (e & 1));
-                }
-            if (pm[0] | pm[1]) {
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    if (!pm[h]) continue;
-                    const int64_t qq = q0 + qa + 8 * h;
-                    uint32_t at = atomicAdd(&p.cnt[qq], (uint32_t)__popc(pm[h]));
-                    uint32_t *ck = p.ckey + qq * p.cap, *cr = p.crel + qq * p.cap;
-#pragma unroll
-                    for (int j = 0; j < 16; j++)
-#pragma unroll
-                        for (int b = 0; b < 2; b++) {
-                            if (!((pm[h] >> (2 * j + b)) & 1u)) continue;
-                            const int row = wg * 128 + 8 * j + 2 * (lane & 3) + b;
-                            const float sc = knn_score(acc[4 * j + 2 * h + b], qn_r[h], m->xn[row], p.metric);
-                            if ((int64_t)at < p.cap) {
-                                ck[at] = ltk_key32(__float_as_uint(sc));
-                                cr[at] = (uint32_t)(n0 + row);
-                            }
-                            at++;
-                        }
-                }
-            }
+            /* inner product (the common case) without the |x|^2 reads: fewer live registers */
+            if (p.metric == LTK_METRIC_IP) ks_gate<true>(p, acc, m->xn, qn_r, thr_r, wg, lane, n0, q0 + qa);
+            else ks_gate<false>(p, acc, m->xn, qn_r, thr_r, wg, lane, n0, q0 + qa);
         } else {
 #pragma unroll
             for (int j = 0; j < 16; j++)
@@ -343,16 +327,13 @@ template <int DT, int MODE> ltk_status ltk_knn_sm90_launch(const knn_params &p, 
         KNN_TRY(cudaFuncSetAttribute(ks_score_kernel<DT, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, KS_SMEM));
         attr_set = 1;
     }
-    knn_params pl = p;
-    const char *env = getenv("LTK_CUDA_KNN_QRES"); /* 0: per-stage query tiles always (A/B runs) */
-    pl.qres = p.nq <= KNN_BQ && (p.D + KS_BK - 1) / KS_BK <= KS_QRES_MAXK && !(env && !strcmp(env, "0"));
     CUtensorMap tx, tq;
     LTK_FORWARD_IF(ks_tmap(&tx, p.x, p.D, p.n, p.x_stride, KS_BN, DT));
     LTK_FORWARD_IF(ks_tmap(&tq, p.q, p.D, p.nq, p.q_stride, KNN_BQ, DT));
     const int64_t items = ((p.n + KS_BN - 1) / KS_BN) * ((p.nq + KNN_BQ - 1) / KNN_BQ);
     const int grid = (int)(items < sms ? items : sms);
     if (grid < 1) return LTK_OK;
-    ks_score_kernel<DT, MODE><<<grid, KS_THREADS, KS_SMEM, st>>>(tx, tq, pl);
+    ks_score_kernel<DT, MODE><<<grid, KS_THREADS, KS_SMEM, st>>>(tx, tq, p);
     KNN_TRY(cudaGetLastError());
     return LTK_OK;
 }

@@ -31,7 +31,6 @@ struct knn_params {
     int64_t n;            /* rows in this launch */
     int vec;              /* 16-byte cp.async path usable */
     int sm90;             /* host only: the sm_90a main loop is enabled for this call */
-    int qres;             /* sm_90a loop: the query block stays resident (set by its launcher) */
     const float *qn;      /* [nq] query squared norms */
     /* STORE */
     float *S;
