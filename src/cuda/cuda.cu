@@ -158,13 +158,13 @@ static int32_t *diag_host = NULL, *diag_dev = NULL;
 static void diag_print(void) {
     volatile int32_t *d = diag_host;
     if (!d || d[0] != 2) return;
-    static const char *roles[] = {"producer (TMA thread)", "refresh warp", "math warp"};
+    static const char *roles[] = {"producer (TMA thread)", "refresh warp", "math warp", "kv_scale warp"};
     static const char *whats[] = {"Q-empty barrier", "KV-empty barrier", "Q-full barrier", "KV-full barrier",
                                   "done count (math warps never finished the unit)"};
     fprintf(stderr,
             "[ltk cuda] sm90 WATCHDOG: block %d thread %d, %s, waited on the %s: unit %d (it %d of this CTA), "
             "tile %d, stage/slot %d, parity %d, extra %d\n",
-            d[1], d[2], d[3] >= 0 && d[3] < 3 ? roles[d[3]] : "?", d[4] >= 0 && d[4] < 5 ? whats[d[4]] : "?", d[5], d[6],
+            d[1], d[2], d[3] >= 0 && d[3] < 4 ? roles[d[3]] : "?", d[4] >= 0 && d[4] < 5 ? whats[d[4]] : "?", d[5], d[6],
             d[7], d[8], d[9], d[10]);
     d[0] = 3; /* printed once */
 }

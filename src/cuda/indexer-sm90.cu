@@ -1,7 +1,8 @@
 /* sm_90a scoring kernel of the indexer: FP8 e4m3 wgmma with fp32 accumulation, TMA loads into a
  * multi-stage mbarrier pipeline, one producer warp group and four math warp groups, a persistent
  * grid of one CTA per SM, and the LiteTopK epilogue (gate, per-warp staging lists, histogram,
- * threshold refresh by an otherwise idle producer-group warp).
+ * threshold refresh by an otherwise idle producer-group warp). Another producer-group warp stages
+ * the key scales of each tile in shared memory.
  *
  * Tiles. A CTA's work unit is (q-block, key split): BQ = 128/H query rows, so the B operand is the
  * BQ x H query-heads (N = 128) times D = 128; the A operand is a tile of 256 keys, 64 per math warp
@@ -58,11 +59,13 @@ template <int H> struct sm90_cfg {
         STAGE_BYTES = SM90_MATH_WARPS * BQ * LISTQ * 8,
         HIST_BYTES = BQ * LTK_NB * 4,
         W_BYTES = 4 * SM90_WSTRIDE * 4,
+        KVS_BYTES = SM90_NSTAGE * SM90_BKV * 4, /* kv_scale of each stage's keys */
         OFF_Q = KV_BYTES,
         OFF_STAGE = OFF_Q + Q_BYTES,
         OFF_HIST = OFF_STAGE + STAGE_BYTES,
         OFF_W = OFF_HIST + HIST_BYTES,
-        OFF_ROW = OFF_W + W_BYTES,
+        OFF_KVS = OFF_W + W_BYTES,
+        OFF_ROW = OFF_KVS + KVS_BYTES,
         OFF_MISC = OFF_ROW + 8 * (int)sizeof(sm90_row),
         OFF_BAR = OFF_MISC + 16,
         SMEM = OFF_BAR + 8 * (2 * SM90_NSTAGE + 4) + 1024 /* base alignment slack */
@@ -202,6 +205,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     ltk_cand *stage_s = (ltk_cand *)(smem + cfg::OFF_STAGE);
     int32_t *hist_s = (int32_t *)(smem + cfg::OFF_HIST);
     float *w_s = (float *)(smem + cfg::OFF_W);
+    float *kvs_s = (float *)(smem + cfg::OFF_KVS);
     sm90_row *row_s = (sm90_row *)(smem + cfg::OFF_ROW);
     int32_t *done_s = (int32_t *)(smem + cfg::OFF_MISC);
     uint64_t *full_b = (uint64_t *)(smem + cfg::OFF_BAR);
@@ -217,7 +221,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (threadIdx.x == 0) {
         for (int s = 0; s < SM90_NSTAGE; s++) {
-            ltk_mbar_init(&full_b[s], 1);
+            ltk_mbar_init(&full_b[s], 1 + 32); /* the TMA thread's expect_tx + the kv_scale warp's lanes */
             ltk_mbar_init(&empty_b[s], SM90_MATH_WARPS);
         }
         for (int s = 0; s < 2; s++) {
@@ -232,7 +236,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 
     const bool fused = p.mode == LTK_SCAN_FUSED;
     if (warp < 4) {
-        /* ---------------- producer warp group: TMA warp, refresh warp, two idle warps ------------ */
+        /* ---------- producer warp group: TMA warp, refresh warp, kv_scale warp, one idle warp ---------- */
         ltk_setmaxnreg_dec<SM90_REG_PRODUCER>();
         if (warp == 0) {
             if (lane != 0) return;
@@ -260,6 +264,38 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                     sm90_wait(&empty_b[stage], phase ^ 1u, p, 0, 1, u, it, t, stage);
                     ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128);
                     ltk_tma_load_2d(kv_s + stage * (SM90_BKV * 128), &tm_kv, &full_b[stage], 0, t * SM90_BKV);
+                    if (++stage == SM90_NSTAGE) {
+                        stage = 0;
+                        phase ^= 1u;
+                    }
+                }
+            }
+        } else if (warp == 2) {
+            /* kv_scale warp: stages each tile's 256 key scales in shared memory beside the TMA
+             * tile, in step with the producer. Why: the math warps loaded their two scales from
+             * global memory with a bounds check every tile (~35 instructions in a loop of ~260
+             * issued per tile, where issue slots, not the tensor cores, are the limit). */
+            int stage = 0;
+            uint32_t phase = 0;
+            int64_t it = 0;
+            for (int64_t u = blockIdx.x; u < nunits; u += gridDim.x, it++) {
+                const int64_t qb = u % nqb;
+                const int s = (int)(u / nqb);
+                int32_t lo[BQ], hi[BQ];
+#pragma unroll
+                for (int q = 0; q < BQ; q++) sm90_scan_range(p, qb * BQ + q, nrows, &lo[q], &hi[q]);
+                int32_t t0, t1;
+                sm90_split_tiles<BQ>(lo, hi, s, p.nsplit, &t0, &t1);
+                for (int32_t t = sm90_next_tile<BQ>(t0, t1, lo, hi); t < t1; t = sm90_next_tile<BQ>(t + 1, t1, lo, hi)) {
+                    sm90_wait(&empty_b[stage], phase ^ 1u, p, 3, 1, u, it, t, stage);
+#pragma unroll
+                    for (int i = 0; i < SM90_BKV / 32; i++) {
+                        const int64_t key = (int64_t)t * SM90_BKV + 32 * i + lane;
+                        float v = 1.0f; /* no scales: 1, as the reference */
+                        if (p.kv_scale) v = key < p.S ? __ldg(p.kv_scale + key) : 0.0f;
+                        kvs_s[stage * SM90_BKV + 32 * i + lane] = v;
+                    }
+                    ltk_mbar_arrive(&full_b[stage]); /* each lane: releases its own stores */
                     if (++stage == SM90_NSTAGE) {
                         stage = 0;
                         phase ^= 1u;
@@ -390,15 +426,11 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         for (int32_t t = sm90_next_tile<BQ>(t0, t1, lo, hi); t < t1; t = sm90_next_tile<BQ>(t + 1, t1, lo, hi)) {
             /* unsigned: the last tile of an S close to 2^31 may reach past INT32_MAX (never in range) */
             const uint32_t kbase = (uint32_t)t * SM90_BKV + wg * 64 + mrow;
-            /* kv_scale of this lane's two key rows, loaded before the wait to hide the latency */
+            sm90_wait(&full_b[stage], phase, p, 2, 3, u, it, t, stage);
+            /* kv_scale of this lane's two key rows, staged by the kv_scale warp */
             float scl[2];
 #pragma unroll
-            for (int r = 0; r < 2; r++) {
-                uint32_t key = kbase + 8 * r;
-                scl[r] = 1.0f;
-                if (p.kv_scale) scl[r] = (int64_t)key < p.S ? __ldg(p.kv_scale + key) : 0.0f;
-            }
-            sm90_wait(&full_b[stage], phase, p, 2, 3, u, it, t, stage);
+            for (int r = 0; r < 2; r++) scl[r] = kvs_s[stage * SM90_BKV + wg * 64 + mrow + 8 * r];
             const uint64_t desc_a = ltk_desc_sw128(kv_s + stage * (SM90_BKV * 128) + wg * (64 * 128));
 #pragma unroll
             for (int i = 0; i < 64; i++) ltk_fence_operand(acc[i]);
