@@ -1,8 +1,8 @@
 /* sm_90a scoring kernel of the indexer: FP8 e4m3 wgmma with fp32 accumulation, TMA loads into a
  * multi-stage mbarrier pipeline, one producer warp group and four math warp groups, a persistent
  * grid of one CTA per SM, and the LiteTopK epilogue (gate, per-warp staging lists, histogram,
- * threshold refresh by an otherwise idle producer-group warp). Another producer-group warp stages
- * the key scales of each tile in shared memory.
+ * threshold refresh by an otherwise idle producer-group warp). The key scales of each tile come
+ * by TMA with the tile.
  *
  * Tiles. A CTA's work unit is (q-block, key split): BQ = 128/H query rows, so the B operand is the
  * BQ x H query-heads (N = 128) times D = 128; the A operand is a tile of 256 keys, 64 per math warp
@@ -17,6 +17,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
+#include <string.h>
 
 #include "indexer.cuh"
 #include "ptx.cuh"
@@ -61,11 +62,11 @@ template <int H> struct sm90_cfg {
         W_BYTES = 4 * SM90_WSTRIDE * 4,
         KVS_BYTES = SM90_NSTAGE * SM90_BKV * 4, /* kv_scale of each stage's keys */
         OFF_Q = KV_BYTES,
-        OFF_STAGE = OFF_Q + Q_BYTES,
+        OFF_KVS = OFF_Q + Q_BYTES, /* 1024-aligned: a TMA destination */
+        OFF_STAGE = OFF_KVS + KVS_BYTES,
         OFF_HIST = OFF_STAGE + STAGE_BYTES,
         OFF_W = OFF_HIST + HIST_BYTES,
-        OFF_KVS = OFF_W + W_BYTES,
-        OFF_ROW = OFF_KVS + KVS_BYTES,
+        OFF_ROW = OFF_W + W_BYTES,
         OFF_MISC = OFF_ROW + 8 * (int)sizeof(sm90_row),
         OFF_BAR = OFF_MISC + 16,
         SMEM = OFF_BAR + 8 * (2 * SM90_NSTAGE + 4) + 1024 /* base alignment slack */
@@ -192,7 +193,7 @@ static __device__ __forceinline__ void sm90_flush(const ltk_scan_params &p, int3
 template <int H>
 __global__ void __launch_bounds__(SM90_THREADS, 1)
     ltk_sm90_scan_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kv,
-                         const ltk_scan_params p) {
+                         const __grid_constant__ CUtensorMap tm_ks, const ltk_scan_params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef sm90_cfg<H> cfg;
     const int BQ = cfg::BQ, NE = cfg::NE, LISTQ = cfg::LISTQ;
@@ -221,7 +222,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (threadIdx.x == 0) {
         for (int s = 0; s < SM90_NSTAGE; s++) {
-            ltk_mbar_init(&full_b[s], 1 + 32); /* the TMA thread's expect_tx + the kv_scale warp's lanes */
+            ltk_mbar_init(&full_b[s], 1);
             ltk_mbar_init(&empty_b[s], SM90_MATH_WARPS);
         }
         for (int s = 0; s < 2; s++) {
@@ -231,12 +232,13 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         ltk_fence_mbar_init();
         ltk_tma_prefetch_desc(&tm_q);
         ltk_tma_prefetch_desc(&tm_kv);
+        if (p.kv_scale) ltk_tma_prefetch_desc(&tm_ks);
     }
     __syncthreads();
 
     const bool fused = p.mode == LTK_SCAN_FUSED;
     if (warp < 4) {
-        /* ---------- producer warp group: TMA warp, refresh warp, kv_scale warp, one idle warp ---------- */
+        /* ---------------- producer warp group: TMA warp, refresh warp, two idle warps ------------ */
         ltk_setmaxnreg_dec<SM90_REG_PRODUCER>();
         if (warp == 0) {
             if (lane != 0) return;
@@ -262,40 +264,10 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 sm90_split_tiles<BQ>(lo, hi, s, p.nsplit, &t0, &t1);
                 for (int32_t t = sm90_next_tile<BQ>(t0, t1, lo, hi); t < t1; t = sm90_next_tile<BQ>(t + 1, t1, lo, hi)) {
                     sm90_wait(&empty_b[stage], phase ^ 1u, p, 0, 1, u, it, t, stage);
-                    ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128);
+                    ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128 + (p.kv_scale ? SM90_BKV * 4 : 0));
                     ltk_tma_load_2d(kv_s + stage * (SM90_BKV * 128), &tm_kv, &full_b[stage], 0, t * SM90_BKV);
-                    if (++stage == SM90_NSTAGE) {
-                        stage = 0;
-                        phase ^= 1u;
-                    }
-                }
-            }
-        } else if (warp == 2) {
-            /* kv_scale warp: stages each tile's 256 key scales in shared memory beside the TMA
-             * tile, in step with the producer. Why: the math warps loaded their two scales from
-             * global memory with a bounds check every tile (~35 instructions in a loop of ~260
-             * issued per tile, where issue slots, not the tensor cores, are the limit). */
-            int stage = 0;
-            uint32_t phase = 0;
-            int64_t it = 0;
-            for (int64_t u = blockIdx.x; u < nunits; u += gridDim.x, it++) {
-                const int64_t qb = u % nqb;
-                const int s = (int)(u / nqb);
-                int32_t lo[BQ], hi[BQ];
-#pragma unroll
-                for (int q = 0; q < BQ; q++) sm90_scan_range(p, qb * BQ + q, nrows, &lo[q], &hi[q]);
-                int32_t t0, t1;
-                sm90_split_tiles<BQ>(lo, hi, s, p.nsplit, &t0, &t1);
-                for (int32_t t = sm90_next_tile<BQ>(t0, t1, lo, hi); t < t1; t = sm90_next_tile<BQ>(t + 1, t1, lo, hi)) {
-                    sm90_wait(&empty_b[stage], phase ^ 1u, p, 3, 1, u, it, t, stage);
-#pragma unroll
-                    for (int i = 0; i < SM90_BKV / 32; i++) {
-                        const int64_t key = (int64_t)t * SM90_BKV + 32 * i + lane;
-                        float v = 1.0f; /* no scales: 1, as the reference */
-                        if (p.kv_scale) v = key < p.S ? __ldg(p.kv_scale + key) : 0.0f;
-                        kvs_s[stage * SM90_BKV + 32 * i + lane] = v;
-                    }
-                    ltk_mbar_arrive(&full_b[stage]); /* each lane: releases its own stores */
+                    /* the tile's key scales beside it (zero-filled past S, as the reference's 0) */
+                    if (p.kv_scale) ltk_tma_load_1d(kvs_s + stage * SM90_BKV, &tm_ks, &full_b[stage], t * SM90_BKV);
                     if (++stage == SM90_NSTAGE) {
                         stage = 0;
                         phase ^= 1u;
@@ -427,10 +399,14 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             /* unsigned: the last tile of an S close to 2^31 may reach past INT32_MAX (never in range) */
             const uint32_t kbase = (uint32_t)t * SM90_BKV + wg * 64 + mrow;
             sm90_wait(&full_b[stage], phase, p, 2, 3, u, it, t, stage);
-            /* kv_scale of this lane's two key rows, staged by the kv_scale warp */
-            float scl[2];
+            /* kv_scale of this lane's two key rows, loaded by TMA with the tile. Why: a bounds-checked
+             * global load per tile was ~35 of the ~260 instructions a math thread issues per tile,
+             * and issue slots, not the tensor cores, are what this loop runs out of (ncu, run 8). */
+            float scl[2] = {1.0f, 1.0f};
+            if (p.kv_scale) {
 #pragma unroll
-            for (int r = 0; r < 2; r++) scl[r] = kvs_s[stage * SM90_BKV + wg * 64 + mrow + 8 * r];
+                for (int r = 0; r < 2; r++) scl[r] = kvs_s[stage * SM90_BKV + wg * 64 + mrow + 8 * r];
+            }
             const uint64_t desc_a = ltk_desc_sw128(kv_s + stage * (SM90_BKV * 128) + wg * (64 * 128));
 #pragma unroll
             for (int i = 0; i < 64; i++) ltk_fence_operand(acc[i]);
@@ -580,13 +556,13 @@ extern "C" int ltk_sm90_supported(const ltk_indexer_args *a, int cc_major, int c
     if (cc_major != 9 || cc_minor != 0) return 0;
     if (a->dtype != LTK_DTYPE_E4M3 || a->D != 128) return 0;
     if (a->H != 16 && a->H != 32 && a->H != 64) return 0;
-    if (((uintptr_t)a->q & 15) || ((uintptr_t)a->kv & 15)) return 0;
+    if (((uintptr_t)a->q & 15) || ((uintptr_t)a->kv & 15) || ((uintptr_t)a->kv_scale & 15)) return 0;
     if ((a->q_stride_t & 15) || (a->kv_stride_s & 15)) return 0;
     if (ltk_cuda_tmap_encoder() == NULL) return 0;
     return sm90_image_ok();
 }
 
-static ltk_status sm90_tmaps(const ltk_scan_params *p, CUtensorMap *tq, CUtensorMap *tkv) {
+static ltk_status sm90_tmaps(const ltk_scan_params *p, CUtensorMap *tq, CUtensorMap *tkv, CUtensorMap *tks) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)ltk_cuda_tmap_encoder();
     if (!enc) return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled is not available from the driver");
     cuuint64_t qdim[3] = {128, (cuuint64_t)p->H, (cuuint64_t)(p->T > 0 ? p->T : 1)};
@@ -603,6 +579,16 @@ static ltk_status sm90_tmaps(const ltk_scan_params *p, CUtensorMap *tq, CUtensor
     r = enc(tkv, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)p->kv, kdim, kstr, kbox, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled(kv) failed with CUresult %d", (int)r);
+    memset(tks, 0, sizeof *tks);
+    if (p->kv_scale) { /* [S] fp32, boxes of one tile's keys; reads past S are zero-filled */
+        cuuint64_t sdim[1] = {(cuuint64_t)(p->S > 0 ? p->S : 1)};
+        cuuint32_t sbox[1] = {SM90_BKV};
+        r = enc(tks, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, (void *)p->kv_scale, sdim, NULL, sbox, one,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS)
+            return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled(kv_scale) failed with CUresult %d", (int)r);
+    }
     return LTK_OK;
 }
 
@@ -614,13 +600,13 @@ template <int H> static ltk_status sm90_launch(const ltk_scan_params *p, int nsm
                                           (int)cfg::SMEM));
         attr_set = 1;
     }
-    CUtensorMap tq, tkv;
-    LTK_FORWARD_IF(sm90_tmaps(p, &tq, &tkv));
+    CUtensorMap tq, tkv, tks;
+    LTK_FORWARD_IF(sm90_tmaps(p, &tq, &tkv, &tks));
     int64_t nqb = (p->nrows + cfg::BQ - 1) / cfg::BQ;
     int64_t units = nqb * p->nsplit;
     if (units <= 0) return LTK_OK;
     int grid = (int)(units < nsm ? units : nsm);
-    ltk_sm90_scan_kernel<H><<<grid, SM90_THREADS, cfg::SMEM, st>>>(tq, tkv, *p);
+    ltk_sm90_scan_kernel<H><<<grid, SM90_THREADS, cfg::SMEM, st>>>(tq, tkv, tks, *p);
     LTK_CUDA_LAUNCHED("sm90 scan");
     return LTK_OK;
 }
