@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                     ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128 + (p.kv_scale ? SM90_BKV * 4 : 0));
                     ltk_tma_load_2d(kv_s + stage * (SM90_BKV * 128), &tm_kv, &full_b[stage], 0, t * SM90_BKV);
                     /* the tile's key scales beside it (zero-filled past S, as the reference's 0) */
-                    if (p.kv_scale) ltk_tma_load_1d(kvs_s + stage * SM90_BKV, &tm_ks, &full_b[stage], t * SM90_BKV);
+                    if (p.kv_scale) ltk_tma_load_2d(kvs_s + stage * SM90_BKV, &tm_ks, &full_b[stage], t * SM90_BKV, 0);
                     if (++stage == SM90_NSTAGE) {
                         stage = 0;
                         phase ^= 1u;
@@ -580,10 +580,12 @@ static ltk_status sm90_tmaps(const ltk_scan_params *p, CUtensorMap *tq, CUtensor
             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled(kv) failed with CUresult %d", (int)r);
     memset(tks, 0, sizeof *tks);
-    if (p->kv_scale) { /* [S] fp32, boxes of one tile's keys; reads past S are zero-filled */
-        cuuint64_t sdim[1] = {(cuuint64_t)(p->S > 0 ? p->S : 1)};
-        cuuint32_t sbox[1] = {SM90_BKV};
-        r = enc(tks, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, (void *)p->kv_scale, sdim, NULL, sbox, one,
+    if (p->kv_scale) { /* [S] fp32 as one row of a 2-D map, boxes of one tile's keys; reads past S
+                        * are zero-filled. (The row stride is never used: there is one row.) */
+        cuuint64_t sdim[2] = {(cuuint64_t)(p->S > 0 ? p->S : 1), 1};
+        cuuint64_t sstr[1] = {((cuuint64_t)(p->S > 0 ? p->S : 1) * 4 + 15) & ~(cuuint64_t)15};
+        cuuint32_t sbox[2] = {SM90_BKV, 1};
+        r = enc(tks, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)p->kv_scale, sdim, sstr, sbox, one,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
         if (r != CUDA_SUCCESS)

@@ -62,13 +62,6 @@ static __device__ __forceinline__ void ltk_tma_load_2d(void *dst, const void *de
         "l"((uint64_t)desc), "r"(ltk_smem_addr(bar)), "r"(c0), "r"(c1)
         : "memory");
 }
-static __device__ __forceinline__ void ltk_tma_load_1d(void *dst, const void *desc, uint64_t *bar, int32_t c0) {
-    asm volatile(
-        "cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3}], [%2];" ::"r"(
-            ltk_smem_addr(dst)),
-        "l"((uint64_t)desc), "r"(ltk_smem_addr(bar)), "r"(c0)
-        : "memory");
-}
 static __device__ __forceinline__ void ltk_tma_load_3d(void *dst, const void *desc, uint64_t *bar, int32_t c0,
                                                        int32_t c1, int32_t c2) {
     asm volatile(
