@@ -118,7 +118,8 @@ def main():
         del qq, oi, osc
         torch.cuda.empty_cache()
     if args.plot:
-        plot(recs, args.plot, cg)
+        from plot_knn import plot
+        plot(recs, args.plot)
 
 
 def profile(lib, loops):
@@ -143,32 +144,6 @@ def profile(lib, loops):
                     torch.cuda.synchronize()
                 print("== B=%d N=%d k=%d loop=%s algo=%s (3 calls)" % (B, N, k, lp, algo))
                 print(pr.key_averages().table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=60))
-
-
-def plot(recs, png, cg):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(1, 2, figsize=(12, 4.5))
-    ks = sorted({r["k"] for r in recs if r.get("sweep") is None})
-    Ns = sorted({r["N"] for r in recs if r.get("sweep") is None})
-    for algo, mk in (("fused", "o-"), ("materialize", "s--"), ("torch", "^:")):
-        for k in ks:
-            ys = [next((r["median_ms"] for r in recs if r["algo"] == algo and r["N"] == N and r["k"] == k
-                        and r.get("sweep") is None), None) for N in Ns]
-            ax[0].plot([n / 1e6 for n in Ns], ys, mk, label="%s k=%d" % (algo, k))
-    ax[0].plot([n / 1e6 for n in Ns], [n * 768 * 2 / (cg * 1e6) for n in Ns], "k-", lw=2, label="corpus read @ copy BW")
-    ax[0].set_xlabel("corpus size N (millions), B=64, D=768 bf16")
-    ax[0].set_ylabel("time (ms)")
-    ax[0].legend(fontsize=6, ncol=2)
-    ax[0].set_title("exact kNN top-k on H200")
-    sw = [r for r in recs if r.get("sweep") == "B"]
-    ax[1].loglog([r["B"] for r in sw], [r["ms_per_query"] for r in sw], "o-")
-    ax[1].set_xlabel("queries B (N=5M, k=1024)")
-    ax[1].set_ylabel("ms per query")
-    ax[1].set_title("batch sweep")
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
 
 
 if __name__ == "__main__":

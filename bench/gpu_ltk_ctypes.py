@@ -139,8 +139,12 @@ def copy_gbps(nbytes=4 << 30):
 
 
 def commit():
+    """The commit of the library under test: LTK_COMMIT (gpu.sh sets it from the carried binaries'
+    stamp) first, since the checkout on the GPU machine need not be the one the binaries came from."""
+    if os.environ.get("LTK_COMMIT"):
+        return os.environ["LTK_COMMIT"]
     try:
         import subprocess
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     except Exception:
-        return os.environ.get("LTK_COMMIT", "unknown")
+        return "unknown"
