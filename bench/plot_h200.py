@@ -44,10 +44,12 @@ def fig5a(recs, path):
     if not dsa:
         return False
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    # bench-cuda-indexer records: "reps" and no "min_ms" (the CLI's records, chunk sweeps included, have both)
+    ind = lambda r: "reps" in r and "min_ms" not in r  # noqa: E731
     series = {
-        "fused (hot set)": lambda r: "reps" in r and r["algo"] == "fused" and r.get("state") == 1,
-        "score-only": lambda r: "reps" in r and r["algo"] == "score_only",
-        "materialize (4 GiB logits)": lambda r: "reps" in r and r["algo"] == "materialize",
+        "fused (hot set)": lambda r: ind(r) and r["algo"] == "fused" and r.get("state") == 1,
+        "score-only": lambda r: ind(r) and r["algo"] == "score_only",
+        "materialize (4 GiB logits)": lambda r: ind(r) and r["algo"] == "materialize",
         "Triton logits + torch.topk (512 MB)": lambda r: r.get("harness") == "bench/dsa_torch.py" and r["algo"] == "torch",
     }
     styles = ["o-", "s--", "^-", "x:"]
