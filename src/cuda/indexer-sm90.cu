@@ -417,6 +417,9 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             ltk_wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < 64; i++) ltk_fence_operand(acc[i]);
+            /* every lane's kv_scale read of this stage is ordered before lane 0 frees it (the next
+             * TMA into the stage overwrites the scales; the wait above orders only the wgmma) */
+            __syncwarp();
             if (lane == 0) ltk_mbar_arrive(&empty_b[stage]);
             if (++stage == SM90_NSTAGE) {
                 stage = 0;
