@@ -25,6 +25,7 @@
  */
 #include "harness.h"
 
+#include "decode.h"
 #include "litetopk.h"
 
 #include <pthread.h>
@@ -381,27 +382,6 @@ static void gstats_free(gstats *g) {
 }
 
 /* ---- values ------------------------------------------------------------------------------- */
-static double dec_e4m3(uint8_t v) {
-    int sign = v >> 7, e = (v >> 3) & 15, m = v & 7;
-    if (e == 15 && m == 7) return NAN;
-    double mag = e == 0 ? ldexp(m / 8.0, -6) : ldexp(1.0 + m / 8.0, e - 7);
-    return sign ? -mag : mag;
-}
-static double dec_f16(uint16_t h) {
-    int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-    double mag = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp(m, -24) : ldexp(1.0 + m / 1024.0, e - 15);
-    return sign ? -mag : mag;
-}
-static double dec_bf16(uint16_t b) { return (double)t_bits_f32((uint32_t)b << 16); }
-static double get_val(const void *p, ltk_dtype dt, int64_t i) {
-    switch (dt) {
-    case LTK_DTYPE_F32: return ((const float *)p)[i];
-    case LTK_DTYPE_F16: return dec_f16(((const uint16_t *)p)[i]);
-    case LTK_DTYPE_BF16: return dec_bf16(((const uint16_t *)p)[i]);
-    case LTK_DTYPE_E4M3: return dec_e4m3(((const uint8_t *)p)[i]);
-    }
-    return NAN;
-}
 /* Stores x, which must be exactly representable in dt (grid values, specials). */
 static void put_val(void *p, ltk_dtype dt, int64_t i, float x) {
     switch (dt) {
@@ -436,7 +416,7 @@ static void put_val(void *p, ltk_dtype dt, int64_t i, float x) {
         break;
     }
     }
-    if (!isnan(x) && !(isinf(x) && dt == LTK_DTYPE_E4M3) && get_val(p, dt, i) != (double)x) {
+    if (!isnan(x) && !(isinf(x) && dt == LTK_DTYPE_E4M3) && dec_val(p, dt, i) != (double)x) {
         fprintf(stderr, "test bug: %.9g is not representable in dtype %d\n", x, (int)dt);
         abort();
     }
@@ -655,9 +635,9 @@ static int iprob_make(iprob *p, const icase *c) {
     /* float64 scores and row magnitudes: sum of |terms| bounds the rounding of any fp32 order */
     double *qd = malloc(sizeof(double) * (size_t)(H * D)), *kd = malloc(sizeof(double) * (size_t)(S * D + 1));
     for (int64_t s = 0; s < S; s++)
-        for (int64_t d = 0; d < D; d++) kd[s * D + d] = get_val(p->kv, c->dt, s * p->kvs + d);
+        for (int64_t d = 0; d < D; d++) kd[s * D + d] = dec_val(p->kv, c->dt, s * p->kvs + d);
     for (int64_t t = 0; t < T; t++) {
-        for (int64_t i = 0; i < H * D; i++) qd[i] = get_val(p->q, c->dt, t * p->qs + i);
+        for (int64_t i = 0; i < H * D; i++) qd[i] = dec_val(p->q, c->dt, t * p->qs + i);
         double mag = 0.0;
         for (int64_t s = row_lo(p, t); s < row_hi(p, t); s++) {
             double acc = 0.0, absacc = 0.0;
@@ -1017,16 +997,16 @@ static void kprob_make(kprob *p, const kcase *c) {
     double *xn = malloc(sizeof(double) * (size_t)(N + 1)), *qd = malloc(sizeof(double) * (size_t)D);
     for (int64_t i = 0; i < N; i++) {
         double s = 0;
-        for (int64_t d = 0; d < D; d++) s += get_val(p->base, c->dt, i * p->bs + d) * get_val(p->base, c->dt, i * p->bs + d);
+        for (int64_t d = 0; d < D; d++) s += dec_val(p->base, c->dt, i * p->bs + d) * dec_val(p->base, c->dt, i * p->bs + d);
         xn[i] = s;
     }
     for (int64_t b = 0; b < B; b++) {
         double qn = 0, mag = 0;
-        for (int64_t d = 0; d < D; d++) qd[d] = get_val(p->q, c->dt, b * p->qs + d), qn += qd[d] * qd[d];
+        for (int64_t d = 0; d < D; d++) qd[d] = dec_val(p->q, c->dt, b * p->qs + d), qn += qd[d] * qd[d];
         for (int64_t i = 0; i < N; i++) {
             double dot = 0, ad = 0;
             for (int64_t d = 0; d < D; d++) {
-                double x = get_val(p->base, c->dt, i * p->bs + d);
+                double x = dec_val(p->base, c->dt, i * p->bs + d);
                 dot += qd[d] * x, ad += fabs(qd[d] * x);
             }
             double s = c->metric == LTK_METRIC_IP   ? dot

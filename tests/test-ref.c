@@ -9,40 +9,9 @@
  * One test uses unrestricted floats and compares up to 1e-12 relative. */
 #include "harness.h"
 
+#include "decode.h"
 #include "litetopk.h"
 
-/* ---- independent decoders ----------------------------------------------------------------- */
-static double dec_e4m3(uint8_t v) {
-    int sign = v >> 7, e = (v >> 3) & 15, m = v & 7;
-    if (e == 15 && m == 7) return NAN;
-    double mag = e == 0 ? ldexp(m / 8.0, -6) : ldexp(1.0 + m / 8.0, e - 7);
-    return sign ? -mag : mag;
-}
-static double dec_f16(uint16_t h) {
-    int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-    double mag;
-    if (e == 31) mag = m ? NAN : INFINITY;
-    else if (e == 0) mag = ldexp(m, -24);
-    else mag = ldexp(1.0 + m / 1024.0, e - 15);
-    return sign ? -mag : mag;
-}
-static double dec_bf16(uint16_t b) {
-    int sign = b >> 15, e = (b >> 7) & 255, m = b & 127;
-    double mag;
-    if (e == 255) mag = m ? NAN : INFINITY;
-    else if (e == 0) mag = ldexp(m / 128.0, -126);
-    else mag = ldexp(1.0 + m / 128.0, e - 127);
-    return sign ? -mag : mag;
-}
-static double dec(const void *p, ltk_dtype dt, int64_t i) {
-    switch (dt) {
-    case LTK_DTYPE_F32: return ((const float *)p)[i];
-    case LTK_DTYPE_F16: return dec_f16(((const uint16_t *)p)[i]);
-    case LTK_DTYPE_BF16: return dec_bf16(((const uint16_t *)p)[i]);
-    case LTK_DTYPE_E4M3: return dec_e4m3(((const uint8_t *)p)[i]);
-    }
-    return NAN;
-}
 static const char *dt_name(ltk_dtype dt) {
     static const char *n[] = {"f32", "f16", "bf16", "e4m3"};
     return (unsigned)dt < 4 ? n[dt] : "?";
@@ -322,7 +291,7 @@ static double brute_indexer_score(const icfg *c, const void *q, int64_t qs, cons
     double acc = 0.0;
     for (int32_t h = 0; h < c->H; h++) {
         double dot = 0.0;
-        for (int32_t d = 0; d < c->D; d++) dot += dec(q, c->dt, t * qs + h * c->D + d) * dec(kv, c->dt, s * kvs + d);
+        for (int32_t d = 0; d < c->D; d++) dot += dec_val(q, c->dt, t * qs + h * c->D + d) * dec_val(kv, c->dt, s * kvs + d);
         double relu = dot != dot ? dot : (dot > 0.0 ? dot : 0.0); /* IEEE: NaN propagates */
         acc += (double)w[t * ws + h] * relu;
     }
@@ -537,13 +506,13 @@ static void test_knn_vs_brute(void) {
         g_ascending = metric == LTK_METRIC_L2;
         for (int64_t b = 0; b < B && ok; b++) {
             double qn = 0;
-            for (int32_t d = 0; d < D; d++) qn += dec(q, dt, b * qs + d) * dec(q, dt, b * qs + d);
+            for (int32_t d = 0; d < D; d++) qn += dec_val(q, dt, b * qs + d) * dec_val(q, dt, b * qs + d);
             for (int64_t i = 0; i < N; i++) {
                 double xn = 0, dot = 0;
                 for (int32_t d = 0; d < D; d++) {
-                    double x = dec(base, dt, i * bs + d);
+                    double x = dec_val(base, dt, i * bs + d);
                     xn += x * x;
-                    dot += dec(q, dt, b * qs + d) * x;
+                    dot += dec_val(q, dt, b * qs + d) * x;
                 }
                 double s = metric == LTK_METRIC_IP   ? dot
                            : metric == LTK_METRIC_L2 ? qn + xn - 2.0 * dot
@@ -619,7 +588,7 @@ static void test_select_vs_brute(void) {
         g_ascending = 0;
         for (int64_t r = 0; r < R && ok; r++) {
             int64_t lo = ranges ? st_[r] : 0, hi = ranges ? en[r] : C;
-            for (int64_t cix = lo; cix < hi; cix++) v[cix - lo] = (ent){dec(m, dt, r * rsd + cix), cix};
+            for (int64_t cix = lo; cix < hi; cix++) v[cix - lo] = (ent){dec_val(m, dt, r * rsd + cix), cix};
             rowspec rs = {.k = k, .lo = lo, .base = (flags & LTK_FLAG_ABSOLUTE) ? 0 : lo,
                           .sorted = !(flags & LTK_FLAG_UNSORTED), .bits = 1, .pad = -INFINITY};
             for (int32_t j = 0; j < k; j++) gi[j] = oi[r * os + j];
