@@ -173,8 +173,6 @@ static __device__ __forceinline__ void sm90_wait(uint64_t *bar, uint32_t parity,
     }
 }
 
-#endif
-
 /* One warp appends its n staged candidates of local row lr to the row's buffer: one atomicAdd
  * reserves the slots; slots past the capacity are counted but not written (the row's count then
  * exceeds cap and the host side redoes the row exactly). */
@@ -189,6 +187,8 @@ static __device__ __forceinline__ void sm90_flush(const ltk_scan_params &p, int3
     }
     __syncwarp();
 }
+
+#endif
 
 template <int H>
 __global__ void __launch_bounds__(SM90_THREADS, 1)
