@@ -216,6 +216,19 @@ static int row_start(const ltk_indexer_args *a, const plan *p, const ltkc_kern *
 
 /* Fallback of a row whose predicted start failed: the conservative start from the block's sample
  * (still in x->ssc; row r's valid keys), then a scan of the row alone. */
+/* The gate on one scored tile (x->sc, keys s0 + j): entries j in [j0, j1) at or above the row's
+ * edge are pushed in index order, then the threshold is refreshed from the histogram. */
+static void gate_tile(const ltkc_kern *K, thr *x, ltkc_row *row, int64_t s0, int j0, int j1) {
+    uint64_t m;
+    K->gate_mask(x->sc, NK, row->edge, &m);
+    m &= (j1 - j0 == 64 ? ~0ull : ((1ull << (j1 - j0)) - 1) << j0);
+    for (; m; m &= m - 1) {
+        int j = __builtin_ctzll(m);
+        ltkc_row_push(row, x->sc[j], s0 + j, &x->tmp);
+    }
+    ltkc_row_refresh(row);
+}
+
 static void rescan_row(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, int r, int64_t t,
                        int64_t lo, int64_t hi, const float *w, int64_t ms, int64_t ncold, int64_t nstr) {
     (void)t;
@@ -228,14 +241,7 @@ static void rescan_row(const ltk_indexer_args *a, const plan *p, const ltkc_kern
         pack_tile(a, p, K, x, NULL, s0, n);
         K->idx_score(x->q + p->qrow * r, w, x->tile, a->kv_scale ? x->scale : NULL, &p->g, x->sc);
         int j0 = lo > s0 ? (int)(lo - s0) : 0, j1 = hi < s0 + n ? (int)(hi - s0) : n;
-        uint64_t m;
-        K->gate_mask(x->sc, NK, row->edge, &m);
-        m &= (j1 - j0 == 64 ? ~0ull : ((1ull << (j1 - j0)) - 1) << j0);
-        for (; m; m &= m - 1) {
-            int j = __builtin_ctzll(m);
-            ltkc_row_push(row, x->sc[j], s0 + j, &x->tmp);
-        }
-        ltkc_row_refresh(row);
+        gate_tile(K, x, row, s0, j0, j1);
     }
 }
 
@@ -342,14 +348,7 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
                 for (int j = j0; j < j1; j++) ltkc_row_push(row, x->sc[j], s0 + j, &x->tmp);
                 continue;
             }
-            uint64_t m;
-            K->gate_mask(x->sc, NK, row->edge, &m);
-            m &= (j1 - j0 == 64 ? ~0ull : ((1ull << (j1 - j0)) - 1) << j0);
-            for (; m; m &= m - 1) {
-                int j = __builtin_ctzll(m);
-                ltkc_row_push(row, x->sc[j], s0 + j, &x->tmp);
-            }
-            ltkc_row_refresh(row);
+            gate_tile(K, x, row, s0, j0, j1);
         }
     }
     if (mode != 0) return;
