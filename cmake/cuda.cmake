@@ -8,8 +8,6 @@ endif()
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 file(GLOB LTK_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/*.cu)
-# An OBJECT library: every object is linked (an archive would let the weak stubs of cuda.cu win
-# over the real select/kNN definitions when their member is never pulled in).
 add_library(ltk_cuda_objects OBJECT ${LTK_CUDA_SOURCES})
 target_include_directories(ltk_cuda_objects PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/include ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_compile_options(ltk_cuda_objects PRIVATE
@@ -17,14 +15,6 @@ target_compile_options(ltk_cuda_objects PRIVATE
   $<$<BOOL:${LTK_CUDA_PTXAS_VERBOSE}>:$<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>>)
 set_target_properties(ltk_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_SEPARABLE_COMPILATION OFF)
 target_compile_definitions(ltk_cuda_objects PRIVATE LTK_WITH_CUDA=1)
-# cuda.cu carries stubs for the select / kNN entry points only while their sources are absent
-if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/select.cu)
-  target_compile_definitions(ltk_cuda_objects PRIVATE LTK_HAVE_CUDA_SELECT=1)
-endif()
-file(GLOB LTK_CUDA_KNN_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/knn*.cu)
-if(LTK_CUDA_KNN_SOURCES)
-  target_compile_definitions(ltk_cuda_objects PRIVATE LTK_HAVE_CUDA_KNN=1)
-endif()
 target_link_libraries(ltk_cuda_objects PUBLIC CUDA::cudart_static)
 
 # GPU tests and benchmarks (they skip when no device is present).

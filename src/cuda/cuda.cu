@@ -63,34 +63,6 @@ static ltk_status get_dev(dev_facts *d) {
     return LTK_OK;
 }
 
-/* ---- select / kNN from the other CUDA sources --------------------------------------------------
- * Stubs only for the sources that are not in this tree (cmake/cuda.cmake defines LTK_HAVE_CUDA_*):
- * in an archive a weak definition here would satisfy the reference and keep the real object out. */
-#ifndef LTK_HAVE_CUDA_SELECT
-extern "C" __attribute__((weak)) ltk_status ltk_cuda_select_workspace(const ltk_select_args *a, const ltk_exec *e,
-                                                                      size_t *bytes) {
-    (void)a, (void)e, (void)bytes;
-    return ltk_error(LTK_EUNSUPPORTED, "the CUDA select is not part of this build");
-}
-extern "C" __attribute__((weak)) ltk_status ltk_cuda_select(const ltk_select_args *a, const ltk_exec *e, void *ws,
-                                                            size_t ws_bytes) {
-    (void)a, (void)e, (void)ws, (void)ws_bytes;
-    return ltk_error(LTK_EUNSUPPORTED, "the CUDA select is not part of this build");
-}
-#endif
-#ifndef LTK_HAVE_CUDA_KNN
-extern "C" __attribute__((weak)) ltk_status ltk_cuda_knn_workspace(const ltk_knn_args *a, const ltk_exec *e,
-                                                                   size_t *bytes) {
-    (void)a, (void)e, (void)bytes;
-    return ltk_error(LTK_EUNSUPPORTED, "the CUDA kNN is not part of this build");
-}
-extern "C" __attribute__((weak)) ltk_status ltk_cuda_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws,
-                                                         size_t ws_bytes) {
-    (void)a, (void)e, (void)ws, (void)ws_bytes;
-    return ltk_error(LTK_EUNSUPPORTED, "the CUDA kNN is not part of this build");
-}
-#endif
-
 /* ---- indexer plan ----------------------------------------------------------------------------- */
 #define CAND_BUDGET ((size_t)768 << 20) /* candidate buffer: keeps the fused workspace under 1 GB at T=8192 */
 #define MAT_BUDGET ((size_t)4 << 30)    /* materialized logits per sub-chunk (the baseline) */
