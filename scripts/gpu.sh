@@ -170,7 +170,7 @@ if [ "$MODE" != bench ]; then
       note "test-cuda-$t rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
     fi
   done
-  if [ -x "$BIN/test-cuda-knn" ]; then
+  if [ -x "$BIN/test-cuda-knn" ] && [ "${SKIP_OTHERS:-0}" != 1 ]; then
     # the run above used the kNN's wgmma + TMA main loop (knn-sm90.cu, the default on sm_90); then
     # the mma.sync loop that other GPUs run
     step "test-cuda-knn with LTK_CUDA_KNN_SM90=0"

@@ -219,7 +219,9 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const int64_t nunits = nqb * p.nsplit;
     if (nunits == 0) return; /* uniform: no barrier has been touched */
 
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    /* via a shuffle so that the compiler knows warp (and wg, stage offsets, descriptors) are
+     * warp-uniform: the descriptors are then built in uniform registers, not moved by R2UR */
+    const int warp = __shfl_sync(0xffffffffu, (int)(threadIdx.x >> 5), 0), lane = threadIdx.x & 31;
     if (threadIdx.x == 0) {
         for (int s = 0; s < SM90_NSTAGE; s++) {
             ltk_mbar_init(&full_b[s], 1);
@@ -298,7 +300,10 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                         int32_t th = ltk_refresh_th(hist_s + q * LTK_NB, p.k, lane);
                         int32_t lr = r->lr;
                         int32_t g = *(volatile int32_t *)(p.th + lr);
-                        int32_t cur = r->th;
+                        /* lane 0 alone reads and writes r->th (racecheck: no lane-to-lane hazard) */
+                        int32_t cur = 0;
+                        if (lane == 0) cur = r->th;
+                        cur = __shfl_sync(0xffffffffu, cur, 0);
                         int32_t best = th > g ? th : g;
                         if (best > cur) {
                             if (lane == 0) {
@@ -394,6 +399,12 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         const int qs = (int)(it & 1);
         sm90_wait(&qfull_b[qs], (uint32_t)((it >> 1) & 1), p, 2, 2, u, it, -1, qs);
         const uint64_t desc_b = ltk_desc_sw128(q_s + qs * 16384);
+        /* The thread's 32 head weights stay in registers for the whole unit. Why: loaded per
+         * tile (8 LDS.128) they were a third of the kernel's shared-memory wavefronts, and the
+         * wgmma operands alone need 75% of the shared-memory bandwidth at the tensor peak. */
+        float wr[32];
+#pragma unroll
+        for (int j = 0; j < 32; j++) wr[j] = w_s[c * SM90_WSTRIDE + j];
 
         for (int32_t t = sm90_next_tile<BQ>(t0, t1, lo, hi); t < t1; t = sm90_next_tile<BQ>(t + 1, t1, lo, hi)) {
             /* unsigned: the last tile of an S close to 2^31 may reach past INT32_MAX (never in range) */
@@ -432,12 +443,11 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             for (int f = 0; f < 2 * BQ; f++) part[f] = 0.0f;
 #pragma unroll
             for (int j2 = 0; j2 < 8; j2++) {
-                const float4 w4 = *(const float4 *)(w_s + c * SM90_WSTRIDE + 4 * j2);
 #pragma unroll
                 for (int h2 = 0; h2 < 2; h2++) {
                     const int j = 2 * j2 + h2;
                     const int q = j / cfg::JPQ;
-                    const float w0 = h2 ? w4.z : w4.x, w1 = h2 ? w4.w : w4.y;
+                    const float w0 = wr[2 * j], w1 = wr[2 * j + 1];
                     part[2 * q] = __fmaf_rn(w0, ltk_relu_nan(acc[4 * j + 0]), part[2 * q]);
                     part[2 * q] = __fmaf_rn(w1, ltk_relu_nan(acc[4 * j + 1]), part[2 * q]);
                     part[2 * q + 1] = __fmaf_rn(w0, ltk_relu_nan(acc[4 * j + 2]), part[2 * q + 1]);
@@ -486,35 +496,52 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             /* ---- gate; passing entries go to this warp's staging list of their query ---- */
             bool pass[NE];
             bool any = false;
+            /* the rows' edges, read by BQ lanes and shuffled: 32 lanes reading 1-2 addresses with
+             * atomics (an atomic so that racecheck sees the refresh warp's store) were serialised,
+             * 16% of the kernel's shared-memory wavefronts in ncu */
+            float edge_l = 0.0f;
+            if (lane < BQ) edge_l = __int_as_float(atomicOr((int32_t *)&row_s[lane].edge, 0));
 #pragma unroll
             for (int i = 0; i < NE; i++) {
                 const int f = c * NE + i;
                 const uint32_t key = kbase + 8 * (f & 1);
-                const float edge = __int_as_float(atomicOr((int32_t *)&row_s[f >> 1].edge, 0));
+                const float edge = __shfl_sync(0xffffffffu, edge_l, f >> 1);
                 pass[i] = sc[i] >= edge && key - (uint32_t)my_lo[i] < (uint32_t)(my_hi[i] - my_lo[i]);
                 any |= pass[i];
             }
             if (__any_sync(0xffffffffu, any)) {
+                /* One ballot per owned sum i: for a given i the lanes of query q are fixed lane
+                 * classes (c = lane & 3), so each query's slots come from the ballot masked to its
+                 * classes (BQ ballots per i before). */
                 const uint32_t lt = (1u << lane) - 1u;
 #pragma unroll
                 for (int i = 0; i < NE; i++) {
                     const int f = c * NE + i;
                     const int qf = f >> 1;
+                    const uint32_t m = __ballot_sync(0xffffffffu, pass[i]);
+                    if (m == 0u) continue;
+                    uint32_t mine_m = 0u; /* the lane classes that own query qf at this i */
+#pragma unroll
+                    for (int cc = 0; cc < 4; cc++)
+                        if (((cc * NE + i) >> 1) == qf) mine_m |= 0x11111111u << cc;
+                    int base = 0;
+#pragma unroll
+                    for (int q = 0; q < BQ; q++) base = qf == q ? cnt[q] : base;
+                    if (pass[i]) {
+                        ltk_cand e;
+                        e.score = sc[i];
+                        e.idx = (int32_t)(kbase + 8 * (f & 1));
+                        my_stage[qf * LISTQ + base + __popc(m & mine_m & lt)] = e;
+                        /* fire-and-forget: only the refresh warp reads the histogram */
+                        atomicAdd(hist_s + qf * LTK_NB + ltk_bin(sc[i], row_s[qf].smin, row_s[qf].delta), 1);
+                    }
 #pragma unroll
                     for (int q = 0; q < BQ; q++) {
-                        const bool mine = pass[i] && qf == q;
-                        const uint32_t m = __ballot_sync(0xffffffffu, mine);
-                        if (m == 0u) continue;
-                        if (mine) {
-                            const int pos = cnt[q] + __popc(m & lt);
-                            ltk_cand e;
-                            e.score = sc[i];
-                            e.idx = (int32_t)(kbase + 8 * (f & 1));
-                            my_stage[q * LISTQ + pos] = e;
-                            /* fire-and-forget: only the refresh warp reads the histogram */
-                            atomicAdd(hist_s + q * LTK_NB + ltk_bin(sc[i], row_s[q].smin, row_s[q].delta), 1);
-                        }
-                        cnt[q] += __popc(m);
+                        uint32_t qm = 0u;
+#pragma unroll
+                        for (int cc = 0; cc < 4; cc++)
+                            if (((cc * NE + i) >> 1) == q) qm |= 0x11111111u << cc;
+                        cnt[q] += __popc(m & qm);
                     }
                 }
                 __syncwarp();
