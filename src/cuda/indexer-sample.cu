@@ -80,7 +80,7 @@ static __device__ int32_t smp_block_scan(int32_t v, int32_t *ws, int32_t *total)
 
 __global__ void __launch_bounds__(SMP_THREADS)
     smp_list_kernel(const int32_t *hot, int32_t hot_cap, int64_t m_hot, int64_t m_cold, int64_t win,
-                    const int64_t *lohi, int32_t *P, int64_t m_max) {
+                    int64_t *lohi, int32_t *P, int64_t m_max) {
     extern __shared__ int32_t hs[]; /* [hot_np] sorted hot keys */
     __shared__ int32_t ws[32];
     const int64_t lo = lohi[0], hi = lohi[1];
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
     const int64_t span = n - w;
     const int64_t ms = m_cold < span ? m_cold : span;
     const int64_t ncold = ms + w;
-    int64_t out = nu;
+    int64_t out = nu, nstr = 0; /* nstr: strided keys written (they follow the hot ones in P) */
     for (int64_t b = 0; b < ncold && out < m_max; b += SMP_THREADS) {
         int64_t j = b + threadIdx.x;
         int64_t key = -1;
@@ -150,16 +150,24 @@ __global__ void __launch_bounds__(SMP_THREADS)
             }
             if (hs[a] == key) ok = 0;
         }
+        const int32_t nsb = __syncthreads_count(ok && j < ms);
         int32_t tot, pos = smp_block_scan(ok, ws, &tot);
         if (ok && out + pos < m_max) P[out + pos] = (int32_t)key;
+        nstr += nsb;
         out += tot;
     }
     if (out > m_max) out = m_max;
+    if (threadIdx.x == 0) { /* where the uniform (strided) part of the sample lies, for the prep */
+        const int64_t s0 = nu < m_max ? nu : m_max;
+        lohi[2] = s0;
+        lohi[3] = s0 + nstr < m_max ? nstr : m_max - s0;
+        lohi[4] = lo + span; /* the strided keys cover [lo, lo + span) */
+    }
     for (int64_t i = out + threadIdx.x; i < m_max; i += SMP_THREADS) P[i] = -1;
 }
 
 extern "C" ltk_status ltk_idx_sample_list(const int32_t *hot, int32_t hot_cap, int64_t m_hot, int64_t m_cold,
-                                          int64_t win, const int64_t *lohi, int32_t *P, int64_t m_max,
+                                          int64_t win, int64_t *lohi, int32_t *P, int64_t m_max,
                                           cudaStream_t st) {
     if (m_hot > SMP_HOT_MAX) m_hot = SMP_HOT_MAX;
     int hot_np = 1;
@@ -202,6 +210,8 @@ extern "C" ltk_status ltk_idx_gather(const ltk_indexer_args *a, const int32_t *P
 
 /* ---- per-row threshold setup ------------------------------------------------------------- */
 #define PREP_THREADS 256
+#define PREP_Q 4      /* the strided estimate aims at PREP_Q * k keys of the row above it */
+#define PREP_R2MIN 24 /* and is used only with at least this many strided keys above it */
 
 static __device__ float prep_block_min(float v, float *sh) {
     for (int o = 16; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -225,12 +235,12 @@ static __device__ int64_t prep_block_sum(int64_t v, int64_t *sh) {
 
 __global__ void __launch_bounds__(PREP_THREADS)
     smp_prep_kernel(const int32_t *ks, const int32_t *ke, int64_t S, int32_t k, int64_t row0, const float *sc,
-                    int64_t ld, const int32_t *P, int64_t m_max, int skip_short, float *smin_o, float *delta_o,
-                    int32_t *th_o, int32_t *cand_cnt) {
+                    int64_t ld, const int32_t *P, int64_t m_max, const int64_t *lohi, int skip_short, float *smin_o,
+                    float *delta_o, int32_t *th_o, int32_t *cand_cnt) {
     __shared__ float shf[PREP_THREADS / 32];
     __shared__ int64_t shi[PREP_THREADS / 32];
-    __shared__ int32_t hist[256];
-    __shared__ uint32_t s_prefix, s_kk;
+    __shared__ int32_t hist[256], hist2[256];
+    __shared__ uint32_t s_prefix, s_kk, s_prefix2, s_kk2;
     const int64_t r = blockIdx.x;
     int64_t lo, hi;
     ltk_row_range(ks, ke, row0 + r, S, &lo, &hi);
@@ -246,12 +256,14 @@ __global__ void __launch_bounds__(PREP_THREADS)
     }
     /* finite range and count of non-NaN scores of the sample keys inside this row's range */
     float mn = __int_as_float(0x7f800000), mx = __int_as_float(0xff800000);
-    int64_t nv = 0;
+    int64_t nv = 0, ns = 0; /* ns: non-NaN strided (uniform) sample keys inside the row */
+    const int64_t s0 = lohi[2], s1 = lohi[2] + lohi[3];
     for (int64_t j = threadIdx.x; j < m_max; j += PREP_THREADS) {
         int32_t key = P[j];
         if (key < lo || key >= hi) continue;
         float x = row[j];
         if (x == x) nv++;
+        if (x == x && j >= s0 && j < s1) ns++;
         if (isfinite(x)) {
             mn = fminf(mn, x);
             mx = fmaxf(mx, x);
@@ -260,6 +272,20 @@ __global__ void __launch_bounds__(PREP_THREADS)
     mn = prep_block_min(mn, shf);
     mx = prep_block_max(mx, shf);
     nv = prep_block_sum(nv, shi);
+    ns = prep_block_sum(ns, shi);
+    /* A second, tighter threshold from the strided keys alone, which sample the row uniformly: their
+     * r2-th best with r2 = PREP_Q k ns / len expects PREP_Q k keys of the row at or above it, and
+     * fewer than k with probability P(Poisson(r2 / PREP_Q) >= r2) (< 1e-8 at r2 >= PREP_R2MIN).
+     * Why: the sample's k-th best, the safe threshold, sits near rank k len / m of the row (m the
+     * sample size), so the gate admits ~k (1 + ln(len / m)) keys as the refresh catches up: ~6k at
+     * 1M keys. If the estimate is too high after all, the row holds fewer than k candidates and
+     * goes to the exact dense fallback: a slower row, never a wrong one. */
+    /* the part of the row the strided keys cover (the window's keys, outside it, only add keys) */
+    const int64_t c0 = lo > lohi[0] ? lo : lohi[0], c1 = hi < lohi[4] ? hi : lohi[4];
+    const int64_t len = c1 - c0;
+    int64_t r2 = ns > 0 && len > 0 ? (PREP_Q * (int64_t)k * ns + len - 1) / len : 0;
+    const bool use2 = nv >= k && r2 >= PREP_R2MIN && r2 <= ns;
+    if (!use2) r2 = 0;
     float smin = 0.0f, delta = 1.0f;
     if (mn <= mx) {
         float w = __fsub_rn(mx, mn);
@@ -277,17 +303,23 @@ __global__ void __launch_bounds__(PREP_THREADS)
     int32_t th = 0;
     if (nv >= k) {
         /* k-th largest rank key among the non-NaN sample scores: radix select, 8 bits per pass */
-        uint32_t prefix = 0, kk = (uint32_t)k;
+        /* radix select, 8 bits per pass: the k-th best of the whole sample and (use2) the r2-th best
+         * of its strided part, side by side */
+        uint32_t prefix = 0, kk = (uint32_t)k, prefix2 = 0, kk2 = (uint32_t)r2;
         for (int shift = 24; shift >= 0; shift -= 8) {
-            for (int i = threadIdx.x; i < 256; i += PREP_THREADS) hist[i] = 0;
+            for (int i = threadIdx.x; i < 256; i += PREP_THREADS) {
+                hist[i] = 0;
+                hist2[i] = 0;
+            }
             __syncthreads();
             const uint32_t hmask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
             for (int64_t j = threadIdx.x; j < m_max; j += PREP_THREADS) {
                 int32_t key = P[j];
                 if (key < lo || key >= hi) continue;
                 uint32_t rk = ltk_rank_key(row[j]);
-                if (rk == 0u || (rk & hmask) != prefix) continue;
-                atomicAdd(&hist[(rk >> shift) & 255u], 1);
+                if (rk == 0u) continue;
+                if ((rk & hmask) == prefix) atomicAdd(&hist[(rk >> shift) & 255u], 1);
+                if (use2 && j >= s0 && j < s1 && (rk & hmask) == prefix2) atomicAdd(&hist2[(rk >> shift) & 255u], 1);
             }
             __syncthreads();
             if (threadIdx.x == 0) {
@@ -300,12 +332,30 @@ __global__ void __launch_bounds__(PREP_THREADS)
                 s_prefix = prefix | ((uint32_t)d << shift);
                 s_kk = kk - acc;
             }
+            if (use2 && threadIdx.x == 32) {
+                uint32_t acc = 0;
+                int d = 255;
+                for (; d > 0; d--) {
+                    if (acc + (uint32_t)hist2[d] >= kk2) break;
+                    acc += (uint32_t)hist2[d];
+                }
+                s_prefix2 = prefix2 | ((uint32_t)d << shift);
+                s_kk2 = kk2 - acc;
+            }
             __syncthreads();
             prefix = s_prefix;
             kk = s_kk;
+            if (use2) {
+                prefix2 = s_prefix2;
+                kk2 = s_kk2;
+            }
             __syncthreads();
         }
         float kth = ltk_rank_key_to_f32(prefix);
+        if (use2) { /* the higher of the two (rank keys order like the floats) */
+            const float est = ltk_rank_key_to_f32(prefix2);
+            if (prefix2 > prefix && isfinite(est)) kth = est;
+        }
         if (isfinite(kth)) {
             /* a small margin below the sample's k-th: the gate stays safe even if a score differed
              * in its last bits between the sample pass and the scan */
@@ -323,10 +373,10 @@ __global__ void __launch_bounds__(PREP_THREADS)
 }
 
 extern "C" ltk_status ltk_idx_prep(const ltk_indexer_args *a, int64_t row0, int64_t nrows, const float *sc, int64_t ld,
-                                   const int32_t *P, int64_t m_max, int skip_short, float *smin, float *delta,
-                                   int32_t *th, int32_t *cand_cnt, cudaStream_t st) {
+                                   const int32_t *P, int64_t m_max, const int64_t *lohi, int skip_short, float *smin,
+                                   float *delta, int32_t *th, int32_t *cand_cnt, cudaStream_t st) {
     if (nrows <= 0) return LTK_OK;
-    smp_prep_kernel<<<(unsigned)nrows, PREP_THREADS, 0, st>>>(a->ks, a->ke, a->S, a->k, row0, sc, ld, P, m_max,
+    smp_prep_kernel<<<(unsigned)nrows, PREP_THREADS, 0, st>>>(a->ks, a->ke, a->S, a->k, row0, sc, ld, P, m_max, lohi,
                                                                skip_short, smin, delta, th, cand_cnt);
     LTK_CUDA_LAUNCHED("sample prep");
     return LTK_OK;

@@ -166,16 +166,19 @@ ltk_status ltk_portable_scan(const ltk_scan_params *p, int nsm, cudaStream_t st)
 ltk_status ltk_idx_union(const int32_t *ks, const int32_t *ke, int64_t T, int64_t S, int32_t k, int skip_short,
                          int64_t *lohi, cudaStream_t st);
 /* Builds the sample key list P[0..m_max) (absolute keys, -1 padding): the hot set (filtered to
- * [lo, hi)), then a strided subset of [lo, hi - win) and the window [hi - win, hi). */
+ * [lo, hi)), then a strided subset of [lo, hi - win) and the window [hi - win, hi). lohi[0..1] is
+ * the union range (ltk_idx_union); lohi[2..4] receive where the strided part lies in P (start,
+ * count) and the end of the key range it covers ([lohi[0], lohi[4])). */
 ltk_status ltk_idx_sample_list(const int32_t *hot, int32_t hot_cap, int64_t m_hot, int64_t m_cold, int64_t win,
-                               const int64_t *lohi, int32_t *P, int64_t m_max, cudaStream_t st);
+                               int64_t *lohi, int32_t *P, int64_t m_max, cudaStream_t st);
 /* Gathers the sample's key rows (and scales) into a dense key source; padding rows are zero. */
 ltk_status ltk_idx_gather(const ltk_indexer_args *a, const int32_t *P, int64_t m_pad, void *kvg, float *scaleg,
                           cudaStream_t st);
-/* Per-row threshold setup from the sample scores sc[r * ld + j] (j < m_max). */
+/* Per-row threshold setup from the sample scores sc[r * ld + j] (j < m_max); lohi as filled by
+ * ltk_idx_sample_list. */
 ltk_status ltk_idx_prep(const ltk_indexer_args *a, int64_t row0, int64_t nrows, const float *sc, int64_t ld,
-                        const int32_t *P, int64_t m_max, int skip_short, float *smin, float *delta, int32_t *th,
-                        int32_t *cand_cnt, cudaStream_t st);
+                        const int32_t *P, int64_t m_max, const int64_t *lohi, int skip_short, float *smin,
+                        float *delta, int32_t *th, int32_t *cand_cnt, cudaStream_t st);
 
 /* indexer-select.cu */
 ltk_status ltk_idx_short_rows(const ltk_indexer_args *a, cudaStream_t st);
