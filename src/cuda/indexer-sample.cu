@@ -233,6 +233,20 @@ static __device__ int64_t prep_block_sum(int64_t v, int64_t *sh) {
     return r;
 }
 
+/* One radix pass's digit: the bin (scanning down from the top) that holds the kk-th best of the
+ * counted entries; the prefix gains the digit, kk loses what the bins above it hold. */
+static __device__ void prep_digit(const int32_t *hist, uint32_t kk, uint32_t prefix, int shift, uint32_t *prefix_o,
+                                  uint32_t *kk_o) {
+    uint32_t acc = 0;
+    int d = 255;
+    for (; d > 0; d--) {
+        if (acc + (uint32_t)hist[d] >= kk) break;
+        acc += (uint32_t)hist[d];
+    }
+    *prefix_o = prefix | ((uint32_t)d << shift);
+    *kk_o = kk - acc;
+}
+
 __global__ void __launch_bounds__(PREP_THREADS)
     smp_prep_kernel(const int32_t *ks, const int32_t *ke, int64_t S, int32_t k, int64_t row0, const float *sc,
                     int64_t ld, const int32_t *P, int64_t m_max, const int64_t *lohi, int skip_short, float *smin_o,
@@ -322,26 +336,8 @@ __global__ void __launch_bounds__(PREP_THREADS)
                 if (use2 && j >= s0 && j < s1 && (rk & hmask) == prefix2) atomicAdd(&hist2[(rk >> shift) & 255u], 1);
             }
             __syncthreads();
-            if (threadIdx.x == 0) {
-                uint32_t acc = 0;
-                int d = 255;
-                for (; d > 0; d--) {
-                    if (acc + (uint32_t)hist[d] >= kk) break;
-                    acc += (uint32_t)hist[d];
-                }
-                s_prefix = prefix | ((uint32_t)d << shift);
-                s_kk = kk - acc;
-            }
-            if (use2 && threadIdx.x == 32) {
-                uint32_t acc = 0;
-                int d = 255;
-                for (; d > 0; d--) {
-                    if (acc + (uint32_t)hist2[d] >= kk2) break;
-                    acc += (uint32_t)hist2[d];
-                }
-                s_prefix2 = prefix2 | ((uint32_t)d << shift);
-                s_kk2 = kk2 - acc;
-            }
+            if (threadIdx.x == 0) prep_digit(hist, kk, prefix, shift, &s_prefix, &s_kk);
+            if (use2 && threadIdx.x == 32) prep_digit(hist2, kk2, prefix2, shift, &s_prefix2, &s_kk2);
             __syncthreads();
             prefix = s_prefix;
             kk = s_kk;
