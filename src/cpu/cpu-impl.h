@@ -198,6 +198,18 @@ typedef struct ltkc_kern {
     void (*knn8_screen)(const uint32_t *q4, int nq, const uint32_t *packed, int nx, int D, int metric, const float *qa,
                         const float *xa, const float *edge, uint64_t *mask, int mask_words, const struct ltkc_pf *pf);
 
+    /* Indexer int8 screen (NULL unless AVX-512; usable iff ltkc_cpu_vnni()). pack_keys: e4m3 keys
+     * s0..s0+n-1 (n <= 64) decoded into xf [n][D] and packed as knn8_pack_tile does, pack_query as
+     * knn8_pack_query, both with power-of-two scales. screen: one
+     * row's H heads (q4 [H][D4], corr[H] from idx8_pack_query, wq[h] = w_h times its scale) against
+     * that tile; kb = per-key [c1 | kv|k| | kv R_k] (64 each), rc = the row's A+, B+, A, W; bit j of the
+     * result iff the upper bound of key j's canonical score is not below edge (indexer.c). */
+    void (*idx8_pack_keys)(const uint8_t *kv, int64_t stride, int64_t s0, int n, int D, float *xf,
+                           uint32_t *packed, float *xn, float *xs, float *xr2);
+    void (*idx8_pack_query)(const float *q, int D, uint32_t *q4, float *out, int32_t *corr);
+    uint64_t (*idx8_screen)(const uint32_t *q4, const int32_t *corr, const float *wq, int H, int D,
+                            const uint32_t *packed, const float *kb, const float *rc, float edge);
+
     /* Indexer. q block for one row: [H][dp] (pairs or floats); tile: layout private to the kernel. */
     void (*idx_pack_q)(const void *q, ltk_dtype dt, const ltkc_idx_geom *g, void *dst);
     /* Decodes keys kv rows s_list[0..n) (n <= IDX_NK) into a tile; missing lanes are zero. */
@@ -210,6 +222,12 @@ typedef struct ltkc_kern {
 } ltkc_kern;
 
 const ltkc_kern *ltkc_kernels(void);
+/* The indexer's int8 screen setup (indexer.c; also called by tests/test-cpu-screen.c): one row's
+ * screened heads and bound constants rcon[4], and one tile of keys with their bound terms kb[3*64]. */
+int ltkc_idx8_row(const ltkc_kern *K, const uint8_t *q, const float *w, int H, int D, float *qf, uint32_t *q4,
+                  int32_t *corr, float *wq, float *rcon, int32_t *hs_out);
+void ltkc_idx8_keys(const ltkc_kern *K, const uint8_t *kv, int64_t stride, const float *kv_scale, int64_t s0, int n,
+                    int D, float *xf, uint32_t *tile8, float *kxn, float *kxs, float *kxr2, float *kb);
 int ltkc_cpu_vnni(void); /* AVX-512 VNNI present (the knn8 entries may run) */
 #define LTKC_QA8 8       /* floats per query of the int8 screen: s_q, a1, a2, qa3, qn, sqrt(qn), corr bits, 0 */
 extern const ltkc_kern ltkc_kern_scalar;
@@ -232,5 +250,7 @@ ltk_status ltkc_indexer(const ltk_indexer_args *a, const ltk_exec *e, void *ws, 
 
 /* Rank of the predicted start in an unbiased sample of n of N keys (row.c; see docs/design.md). */
 int64_t ltkc_pred_rank(int64_t n, int64_t k, int64_t N);
+/* The same with the tail probability eps instead of 1e-6. */
+int64_t ltkc_pred_rank_tail(int64_t n, int64_t k, int64_t N, double eps);
 
 #endif

@@ -167,18 +167,20 @@ int64_t ltkc_final_arrays(const float *score, int64_t n, int64_t k, const ltkc_r
 /* Smallest r with P(Poisson(mu) >= r) <= 1e-6, mu = n k / N: the Poisson tail bounds the tail of
  * the number of sample entries above the row's k-th best (binomial/hypergeometric for a random
  * sample, above the mean). 0 when r >= k (no better than the sample's k-th best). */
-int64_t ltkc_pred_rank(int64_t n, int64_t k, int64_t N) {
+int64_t ltkc_pred_rank(int64_t n, int64_t k, int64_t N) { return ltkc_pred_rank_tail(n, k, N, 1e-6); }
+
+int64_t ltkc_pred_rank_tail(int64_t n, int64_t k, int64_t N, double eps) {
     double mu = (double)n * (double)k / (double)N;
     int64_t r = 0;
     if (mu < 400.0) {
         double pmf = exp(-mu), tail = 1.0; /* tail = P(X >= r) */
-        while (tail > 1e-6 && r < n) {
+        while (tail > eps && r < n) {
             tail -= pmf;
             r++;
             pmf *= mu / (double)r;
         }
     } else {
-        r = (int64_t)ceil(mu + 5.3 * sqrt(mu) + 2.0); /* ~5 sigma plus the skew */
+        r = (int64_t)ceil(mu + (eps < 1e-5 ? 5.3 : 3.5) * sqrt(mu) + 2.0); /* ~5 (~3.3) sigma plus the skew */
     }
     return r >= k || r > n ? 0 : r;
 }
