@@ -297,8 +297,9 @@ static void rescan_row(const ltk_indexer_args *a, const plan *p, const ltkc_kern
 }
 
 /* ---- int8 screen of the fused scan -------------------------------------------------------------
- * For head h, q_h and its int8 form s_q q8 (knn8_pack_query: R_q >= |q_h - s_q q8|), a key k and
- * s_k k8 (knn8_pack_tile: R_k), a_h = s_q s_k I_h with I_h = q8 . k8 exact, and (knn.c's header)
+ * For head h, q_h and its int8 form s_q q8 (idx8_pack_query: the measured R_q >= |q_h - s_q q8|), a
+ * key k and s_k k8 (idx8_pack_keys: R_k), power-of-two scales, a_h = s_q s_k I_h with I_h = q8 . k8
+ * exact in int32 (|I| < 2^24 for D <= 1024, so also as a float), and (knn.c's header)
  *   |q_h . k - a_h| <= |q_h| R_k + R_q (|k| + R_k) = E_h.
  * ReLU is 1-Lipschitz, so the canonical score c = fl(kv fl(sum_h w_h ReLU(dot_h))) (bf16 products,
  * fp32 sums: within (gamma_1024 + gamma_128 + u) kv A |k| + kv W 2^-116 of the real value, the last
@@ -312,9 +313,9 @@ static void rescan_row(const ltk_indexer_args *a, const plan *p, const ltkc_kern
  *   UB = a~ + |a~| 2^-20 + bnd (1 + 2^-12) + 2^-140        (the slack covers its own fp32 rounding)
  * c <= UB, and a key with UB < edge fails the gate whatever its exact score: it is not scored.
  * Norms come from the canonical squared norms and residual sums (relative error < 2^-18), raised by
- * 2^-12 before the square root. A key with a non-finite or negative scale, or outside the int8
- * range of knn8_pack_tile, gets c1 = NaN and is always scored; a row with a non-finite weight or
- * a head knn8_pack_query turns off (other than an all-zero head) is not screened at all. */
+ * 2^-12 before the square root. A key with a non-finite or negative scale, or one the int8 pack
+ * turns off (NaN bytes, all zero), gets c1 = NaN and is always scored; a row with a non-finite
+ * weight or a head the pack turns off (other than an all-zero head) is not screened at all. */
 static const float SCR_UP = 1.0f + 0x1p-12f;
 
 /* Packs one row's screened heads (w > 0: a head with w <= 0 adds at most 0 to the score, so the
