@@ -324,7 +324,7 @@ static ltk_status ks_tmap(CUtensorMap *tm, const void *base, int D, int64_t rows
 template <int DT, int MODE> ltk_status ltk_knn_sm90_launch(const knn_params &p, int sms, cudaStream_t st) {
     static int attr_set = 0;
     if (!attr_set) {
-        KNN_TRY(cudaFuncSetAttribute(ks_score_kernel<DT, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, KS_SMEM));
+        LTK_SEL_TRY(cudaFuncSetAttribute(ks_score_kernel<DT, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, KS_SMEM));
         attr_set = 1;
     }
     CUtensorMap tx, tq;
@@ -334,7 +334,7 @@ template <int DT, int MODE> ltk_status ltk_knn_sm90_launch(const knn_params &p, 
     const int grid = (int)(items < sms ? items : sms);
     if (grid < 1) return LTK_OK;
     ks_score_kernel<DT, MODE><<<grid, KS_THREADS, KS_SMEM, st>>>(tx, tq, p);
-    KNN_TRY(cudaGetLastError());
+    LTK_SEL_TRY(cudaGetLastError());
     return LTK_OK;
 }
 

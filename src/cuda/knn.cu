@@ -637,14 +637,14 @@ template <int DT, int MODE>
 static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st) {
     if constexpr (DT != 0) /* the wgmma + TMA main loop where it applies (knn-sm90.cu) */
         if (p.sm90 && ltk_knn_sm90_fits(p, DT)) return ltk_knn_sm90_launch<DT, MODE>(p, sms, st);
-    KNN_TRY(cudaFuncSetAttribute(knn_score_kernel<DT, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    LTK_SEL_TRY(cudaFuncSetAttribute(knn_score_kernel<DT, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)sizeof(knn_smem)));
     int64_t ntiles = (p.n + KNN_BM - 1) / KNN_BM, qblocks = (p.nq + KNN_BQ - 1) / KNN_BQ;
     int64_t items = ntiles * qblocks, grid = (int64_t)sms * 2;
     if (grid > items) grid = items;
     if (grid < 1) return LTK_OK;
     knn_score_kernel<DT, MODE><<<(unsigned)grid, KNN_NT, sizeof(knn_smem), st>>>(p);
-    KNN_TRY(cudaGetLastError());
+    LTK_SEL_TRY(cudaGetLastError());
     return LTK_OK;
 }
 
@@ -654,16 +654,16 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
     const int esz = DT == 0 ? 4 : 2;
     const int mat = e->algo == LTK_ALGO_MATERIALIZE, score_only = e->algo == LTK_ALGO_SCORE_ONLY;
     const size_t fin_smem = sizeof(ltk_sel_smem) + (size_t)pl->kp * 8;
-    KNN_TRY(cudaFuncSetAttribute(knn_final_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem));
-    KNN_TRY(cudaFuncSetAttribute(knn_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem));
+    LTK_SEL_TRY(cudaFuncSetAttribute(knn_final_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem));
+    LTK_SEL_TRY(cudaFuncSetAttribute(knn_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem));
     for (int64_t b0 = 0; b0 < a->B; b0 += pl->qb) {
         int nq = (int)(a->B - b0 < pl->qb ? a->B - b0 : pl->qb);
         const char *qptr = (const char *)a->queries + b0 * a->q_stride * esz;
         float *qn = (float *)(ws + pl->o_qn);
         knn_qnorm_kernel<DT><<<(nq + 7) / 8, 256, 0, st>>>(qptr, a->q_stride, a->D, nq, qn);
-        KNN_TRY(cudaGetLastError());
-        KNN_TRY(cudaMemsetAsync(ws + pl->o_stfb, 0, (size_t)nq * 4, st));
-        KNN_TRY(cudaMemsetAsync(ws + pl->o_stc, 0, (size_t)nq * 4, st));
+        LTK_SEL_TRY(cudaGetLastError());
+        LTK_SEL_TRY(cudaMemsetAsync(ws + pl->o_stfb, 0, (size_t)nq * 4, st));
+        LTK_SEL_TRY(cudaMemsetAsync(ws + pl->o_stc, 0, (size_t)nq * 4, st));
         for (int ch = 0; ch < pl->nch; ch++) {
             int64_t r0 = (int64_t)ch * pl->chunk, nr = a->N - r0 < pl->chunk ? a->N - r0 : pl->chunk;
             knn_params p;
@@ -683,8 +683,8 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             uint64_t *res = (uint64_t *)(ws + pl->o_res) + (size_t)ch * nq * pl->kp;
             int32_t *res_cnt = (int32_t *)(ws + pl->o_rescnt) + (size_t)ch * nq;
             if (nr <= 0) { /* N == 0 */
-                KNN_TRY(cudaMemsetAsync(res, 0, (size_t)nq * pl->kp * 8, st));
-                KNN_TRY(cudaMemsetAsync(res_cnt, 0, (size_t)nq * 4, st));
+                LTK_SEL_TRY(cudaMemsetAsync(res, 0, (size_t)nq * pl->kp * 8, st));
+                LTK_SEL_TRY(cudaMemsetAsync(res_cnt, 0, (size_t)nq * 4, st));
                 continue;
             }
             if (mat) {
@@ -713,7 +713,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
                               pl->sel_ws);
                 LTK_FORWARD_IF(ltk_cuda_select(&sa, &se, ws + pl->o_sws, need));
                 knn_mat_pack_kernel<<<nq, 256, 0, st>>>(sa.out_idx, sa.out_scores, nq, a->k, pl->kp, res, res_cnt);
-                KNN_TRY(cudaGetLastError());
+                LTK_SEL_TRY(cudaGetLastError());
                 continue;
             }
             knn_ctl c;
@@ -755,10 +755,10 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
                 ps.ld = c.m;
                 LTK_FORWARD_IF((knn_score_launch<DT, KNN_STORE>(ps, sms, st)));
             }
-            KNN_TRY(cudaMemsetAsync(ws + pl->o_fbhist, 0, (size_t)nq * LTK_SEL_BINS * 4, st));
+            LTK_SEL_TRY(cudaMemsetAsync(ws + pl->o_fbhist, 0, (size_t)nq * LTK_SEL_BINS * 4, st));
             knn_threshold_kernel<<<nq, LTK_SEL_NT, 0, st>>>(c);
-            KNN_TRY(cudaGetLastError());
-            if (score_only) KNN_TRY(cudaMemsetAsync(c.thr, 0xff, (size_t)nq * 4, st)); /* nothing passes */
+            LTK_SEL_TRY(cudaGetLastError());
+            if (score_only) LTK_SEL_TRY(cudaMemsetAsync(c.thr, 0xff, (size_t)nq * 4, st)); /* nothing passes */
             /* 2. GATE */
             p.x = (const char *)a->base + r0 * a->base_stride * esz;
             p.x_stride = a->base_stride;
@@ -781,16 +781,16 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             if (score_only) continue;
             /* 3. check, 4. exact fallback passes (no-ops unless a query needs them) */
             knn_check_kernel<<<(nq + 255) / 256, 256, 0, st>>>(c);
-            KNN_TRY(cudaGetLastError());
+            LTK_SEL_TRY(cudaGetLastError());
             for (int pass = 0; pass < 6; pass++) {
                 LTK_FORWARD_IF((knn_score_launch<DT, KNN_HIST>(p, sms, st)));
                 knn_fb_step_kernel<<<nq, LTK_SEL_NT, 0, st>>>(c);
-                KNN_TRY(cudaGetLastError());
+                LTK_SEL_TRY(cudaGetLastError());
             }
             LTK_FORWARD_IF((knn_score_launch<DT, KNN_TAKE>(p, sms, st)));
             /* 5. final select */
             knn_final_kernel<<<nq, LTK_SEL_NT, fin_smem, st>>>(c);
-            KNN_TRY(cudaGetLastError());
+            LTK_SEL_TRY(cudaGetLastError());
         }
         if (score_only) continue;
         knn_out o;
@@ -807,7 +807,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
         o.out_idx = a->out_idx + b0 * a->out_stride;
         o.out_scores = a->out_scores ? a->out_scores + b0 * a->out_stride : NULL;
         knn_output_kernel<<<nq, LTK_SEL_NT, fin_smem, st>>>(o);
-        KNN_TRY(cudaGetLastError());
+        LTK_SEL_TRY(cudaGetLastError());
         if (e->stats) {
             int32_t *h = (int32_t *)malloc((size_t)nq * 8);
             LTK_RETURN_IF(!h, LTK_ENOMEM, "stats");
@@ -841,10 +841,10 @@ extern "C" ltk_status ltk_cuda_knn(const ltk_knn_args *a, const ltk_exec *e, voi
     LTK_RETURN_IF(ws_bytes < pl.total || !ws, LTK_EWORKSPACE, "knn workspace of %zu bytes < %zu required", ws_bytes,
                   pl.total);
     int dev = 0, sms = 0, major = 0, minor = 0;
-    KNN_TRY(cudaGetDevice(&dev));
-    KNN_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    KNN_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    KNN_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    LTK_SEL_TRY(cudaGetDevice(&dev));
+    LTK_SEL_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    LTK_SEL_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    LTK_SEL_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
     const int sm90 = a->dtype != LTK_DTYPE_F32 && ltk_knn_sm90_enabled(major, minor);
     LTK_RETURN_IF(major < 8, LTK_EUNSUPPORTED, "cuda knn needs compute capability 8.0 or newer (device has %d.x)", major);
     cudaStream_t st = (cudaStream_t)e->stream;

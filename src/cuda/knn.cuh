@@ -10,14 +10,6 @@
 #include "ltk-cuda.h"
 #include "select.cuh"
 
-/* CUDA call check of the kNN host code (self-contained: the standalone test build has no cuda.cu) */
-#define KNN_TRY(expr)                                                                                      \
-    do {                                                                                                  \
-        cudaError_t e_ = (expr);                                                                          \
-        if (e_ != cudaSuccess) return ltk_error(LTK_ECUDA, "%s: %s (%s:%d)", #expr, cudaGetErrorString(e_), \
-                                                __FILE__, __LINE__);                                     \
-    } while (0)
-
 #define KNN_BQ 64 /* queries per tile (fb_any is kept per block of KNN_BQ queries) */
 
 enum { KNN_STORE = 0, KNN_GATE = 1, KNN_HIST = 2, KNN_TAKE = 3 };

@@ -435,29 +435,22 @@ typedef struct sel_plan {
     size_t o_rowt, o_cnt, o_done, o_ovf, o_stc, o_stf, o_gkey, o_grel, o_gsel, o_gsel2, o_off, o_cub, total;
 } sel_plan;
 
-#define SEL_CUDA_TRY(expr)                                                                                  \
-    do {                                                                                                   \
-        cudaError_t e_ = (expr);                                                                           \
-        if (e_ != cudaSuccess) return ltk_error(LTK_ECUDA, "%s: %s (%s:%d)", #expr, cudaGetErrorString(e_), \
-                                                __FILE__, __LINE__);                                      \
-    } while (0)
-
 static size_t sel_align(size_t x) { return (x + 255) & ~(size_t)255; }
 
 template <int DT>
 static ltk_status sel_kernel_attrs(size_t fast_smem, size_t gen_smem, size_t sample_smem) {
-    if (fast_smem) SEL_CUDA_TRY(cudaFuncSetAttribute(sel_fast_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fast_smem));
-    if (gen_smem) SEL_CUDA_TRY(cudaFuncSetAttribute(sel_general_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gen_smem));
-    if (sample_smem) SEL_CUDA_TRY(cudaFuncSetAttribute(sel_sample_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sample_smem));
+    if (fast_smem) LTK_SEL_TRY(cudaFuncSetAttribute(sel_fast_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fast_smem));
+    if (gen_smem) LTK_SEL_TRY(cudaFuncSetAttribute(sel_general_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gen_smem));
+    if (sample_smem) LTK_SEL_TRY(cudaFuncSetAttribute(sel_sample_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sample_smem));
     return LTK_OK;
 }
 
 static ltk_status sel_make_plan(const ltk_select_args *a, sel_plan *pl) {
     memset(pl, 0, sizeof *pl);
     int dev = 0, sms = 0, smem_optin = 0;
-    SEL_CUDA_TRY(cudaGetDevice(&dev));
-    SEL_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    SEL_CUDA_TRY(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    LTK_SEL_TRY(cudaGetDevice(&dev));
+    LTK_SEL_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    LTK_SEL_TRY(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     int32_t kp = 1;
     while (kp < a->k) kp <<= 1;
     pl->kp = kp;
@@ -512,7 +505,7 @@ static ltk_status sel_make_plan(const ltk_select_args *a, sel_plan *pl) {
         pl->o_gsel2 = o; o = sel_align(o + gs);
         pl->o_off = o; o = sel_align(o + (size_t)(pl->rb + 1) * 4);
         size_t cb = 0;
-        SEL_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeysDescending(
+        LTK_SEL_TRY(cub::DeviceSegmentedRadixSort::SortKeysDescending(
             (void *)NULL, cb, (const uint64_t *)NULL, (uint64_t *)NULL, (int)(pl->rb * kp), (int)pl->rb,
             (const int *)NULL, (const int *)NULL + 1, 0, 64));
         pl->cub_bytes = cb;
@@ -537,11 +530,11 @@ static ltk_status sel_launch(const ltk_select_args *a, const sel_plan *pl, sel_p
         LTK_FORWARD_IF(sel_kernel_attrs<DT>(pl->smem, 0, pl->sample_smem));
         if (pl->P > 1) {
             sel_sample_kernel<DT><<<(unsigned)a->rows, LTK_SEL_NT, pl->sample_smem, st>>>(p);
-            SEL_CUDA_TRY(cudaGetLastError());
+            LTK_SEL_TRY(cudaGetLastError());
         }
         dim3 grid((unsigned)a->rows, (unsigned)pl->P);
         sel_fast_kernel<DT><<<grid, LTK_SEL_NT, pl->smem, st>>>(p);
-        SEL_CUDA_TRY(cudaGetLastError());
+        LTK_SEL_TRY(cudaGetLastError());
         return LTK_OK;
     }
     LTK_FORWARD_IF(sel_kernel_attrs<DT>(0, pl->smem, 0));
@@ -549,18 +542,18 @@ static ltk_status sel_launch(const ltk_select_args *a, const sel_plan *pl, sel_p
         int64_t nb = a->rows - r0 < pl->rb ? a->rows - r0 : pl->rb;
         p.row0 = r0;
         sel_general_kernel<DT><<<(unsigned)nb, LTK_SEL_NT, pl->smem, st>>>(p, pl->smem_sort);
-        SEL_CUDA_TRY(cudaGetLastError());
+        LTK_SEL_TRY(cudaGetLastError());
         if (!pl->smem_sort && !(a->flags & LTK_FLAG_UNSORTED)) {
             int *off = (int *)(ws + pl->o_off);
             uint64_t *out = (uint64_t *)(ws + pl->o_gsel2);
             sel_offsets_kernel<<<(unsigned)((nb + 256) / 256), 256, 0, st>>>(off, (int)nb, pl->kp);
-            SEL_CUDA_TRY(cudaGetLastError());
+            LTK_SEL_TRY(cudaGetLastError());
             size_t cb = pl->cub_bytes;
-            SEL_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeysDescending(
+            LTK_SEL_TRY(cub::DeviceSegmentedRadixSort::SortKeysDescending(
                 (void *)(ws + pl->o_cub), cb, (const uint64_t *)p.gsel, out, (int)(nb * pl->kp), (int)nb,
                 (const int *)off, (const int *)off + 1, 0, 64, st));
             sel_write_kernel<DT><<<(unsigned)nb, LTK_SEL_NT, 0, st>>>(p, out);
-            SEL_CUDA_TRY(cudaGetLastError());
+            LTK_SEL_TRY(cudaGetLastError());
         }
     }
     return LTK_OK;

@@ -17,6 +17,15 @@
 
 #include "../ltk-order.h"
 
+/* CUDA call check of the select and kNN host code (ltk_error only, no cuda.cu helpers: the
+ * standalone test build of these files has no cuda.cu). Needs ltk-cuda.h (ltk_error). */
+#define LTK_SEL_TRY(expr)                                                                                  \
+    do {                                                                                                  \
+        cudaError_t e_ = (expr);                                                                          \
+        if (e_ != cudaSuccess) return ltk_error(LTK_ECUDA, "%s: %s (%s:%d)", #expr, cudaGetErrorString(e_), \
+                                                __FILE__, __LINE__);                                     \
+    } while (0)
+
 #define LTK_SEL_NT 512      /* threads per select CTA */
 #define LTK_SEL_BINS 2048   /* 11-bit digits */
 #define LTK_FULL 0xffffffffu
