@@ -11,6 +11,9 @@ dsa32: python3 bench/dsa_torch.py --H 32 --S 1048576 --reps 3 --json "$OUT/bench
 # vs the torch partition-merge of StreamIndex), then the scaling study; materialize under a 512 MB
 # logits budget as the issue asks.
 # (p1m: the two L = 1M lines of the scaling study that the issue's targets name, runnable alone.)
+# (p1s: the V3.2 L = 1M prefill against its own scan alone (score_only, no selection): the ceiling.)
+# (xover: where a fused call should run as dense windows: 8,192 full rows of S keys, the filter
+#  (LTK_CUDA_FUSED_DENSE_S=0) vs the default, and materialize; the table goes to extra.log.)
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 65536 --check --json "$OUT/bench.jsonl"
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-pro --L 65536 --check --json "$OUT/bench.jsonl"
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 65536 --check --json "$OUT/bench.jsonl"
@@ -33,3 +36,5 @@ sk: python3 bench/gpu_select_torch.py --json "${OUT:-.}/bench.jsonl"
 sk: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
 # The kNN benchmark with both main loops side by side: mma.sync (other GPUs) and the sm_90a wgmma + TMA loop (the default).
 knn90: python3 bench/gpu_knn_torch.py --loops mma,wgmma --json "${OUT:-.}/bench.jsonl"
+p1s: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused,score_only --json "$OUT/bench.jsonl"
+xover: for d in 0 131072; do echo "LTK_CUDA_FUSED_DENSE_S=$d"; LTK_CUDA_FUSED_DENSE_S=$d gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 32768,65536,131072,196608 --algos fused,materialize; done

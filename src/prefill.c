@@ -37,7 +37,15 @@ static ltk_status prefill_check(const ltk_prefill_args *a) {
     return LTK_OK;
 }
 
-/* The indexer arguments of the largest chunk (used for the workspace query). */
+/* Keys the chunk of tokens t0..t0+rows-1 can see: token t sees j < (t + 1) / m, so the chunk's last
+ * token bounds them. Each call is planned for its own keys (sample stride, candidate room, tiles),
+ * not for the whole sequence's L / m, most of which an early chunk cannot see. */
+static int64_t chunk_keys(const ltk_prefill_args *a, int64_t t0, int64_t rows) {
+    int64_t s = (t0 + rows) / a->m, all = a->L / a->m;
+    return s < all ? s : all;
+}
+
+/* The indexer arguments of one chunk. */
 static ltk_indexer_args chunk_args(const ltk_prefill_args *a, int64_t t0, int64_t rows) {
     ltk_indexer_args c;
     memset(&c, 0, sizeof c);
@@ -45,7 +53,7 @@ static ltk_indexer_args chunk_args(const ltk_prefill_args *a, int64_t t0, int64_
     int64_t ws = a->w_stride_t ? a->w_stride_t : a->H;
     size_t el = ltk_dtype_size(a->dtype);
     c.T = rows;
-    c.S = a->L / a->m;
+    c.S = chunk_keys(a, t0, rows);
     c.H = a->H;
     c.D = a->D;
     c.k = a->k;
@@ -64,28 +72,37 @@ static ltk_indexer_args chunk_args(const ltk_prefill_args *a, int64_t t0, int64_
 static ltk_status prefill_layout_of(const ltk_prefill_args *a, const ltk_exec *e, prefill_layout *lay) {
     int64_t C = chunk_rows(a);
     int32_t kp = a->sample_size ? a->sample_size : 3 * a->k;
-    ltk_indexer_args c = chunk_args(a, 0, C);
     /* Dummy non-NULL pointers so the size query validates shapes without touching memory. */
     static int32_t dummy_i;
     static float dummy_f;
-    if (!c.q) c.q = &dummy_i;
-    if (!c.kv) c.kv = &dummy_i;
-    if (!c.weights) c.weights = &dummy_f;
-    c.out_idx = &dummy_i;
     /* The run passes ranges and the hot-set state; the size depends on both (the state's sample
-     * and vote scratch), so the query must see them too. Nothing is dereferenced by a size query. */
-    /* (host backends validate the ranges: empty ones, readable) */
+     * and vote scratch), so the query must see them too. Nothing is dereferenced by a size query
+     * (host backends validate the ranges: empty ones, readable). */
     int32_t *zr = calloc((size_t)(C > 0 ? C : 1), sizeof(int32_t));
     if (!zr) return ltk_error(LTK_ENOMEM, "prefill: size query allocation failed");
-    c.ks = zr;
-    c.ke = zr;
     struct ltk_indexer_state sz_state = {ltk_backend_resolve(e->backend), kp, &dummy_i};
-    c.state = &sz_state;
     ltk_exec ex = *e;
     ex.workspace = NULL;
     ex.workspace_bytes = 0;
     memset(lay, 0, sizeof *lay);
-    ltk_status qs = ltk_indexer_workspace_size(&c, &ex, &lay->indexer);
+    /* Every chunk is planned for its own key count, and a plan's size need not grow with it (a
+     * materialize window of fewer keys holds more rows), so the workspace is the largest over the
+     * chunks: one host-side size query per chunk. */
+    ltk_status qs = LTK_OK;
+    for (int64_t t0 = 0; t0 < (a->L > 0 ? a->L : 1) && qs == LTK_OK; t0 += C) {
+        int64_t rows = a->L > 0 && t0 + C > a->L ? a->L - t0 : C;
+        ltk_indexer_args c = chunk_args(a, t0, rows);
+        if (!c.q) c.q = &dummy_i;
+        if (!c.kv) c.kv = &dummy_i;
+        if (!c.weights) c.weights = &dummy_f;
+        c.out_idx = &dummy_i;
+        c.ks = zr;
+        c.ke = zr;
+        c.state = &sz_state;
+        size_t b = 0;
+        qs = ltk_indexer_workspace_size(&c, &ex, &b);
+        if (b > lay->indexer) lay->indexer = b;
+    }
     free(zr);
     LTK_FORWARD_IF(qs);
     lay->indexer = align_up(lay->indexer);

@@ -12,7 +12,7 @@
 #include "gen.h"
 
 static const char prefill_usage[] =
-    "prefill [--shape v32|v4-flash|v4-pro] [--L N] [--chunk N] [--algos fused,materialize] [--json FILE]";
+    "prefill [--shape v32|v4-flash|v4-pro] [--L N] [--chunk N] [--algos fused,materialize,score_only] [--json FILE]";
 static const char prefill_about[] =
     "Runs the indexer over a whole synthetic sequence of L tokens with ltk_prefill_run: DeepSeek V3.2\n"
     "(H=64 D=128 m=1 k=2048), V4-Flash (m=4 k=512) or V4-Pro (m=4 k=1024). Prints time, effective TFLOP/s\n"
@@ -49,7 +49,7 @@ int cmd_prefill(int argc, char **argv) {
         {"--m", NULL, CLI_INT, &m, "N", "override the compression ratio", 1, 1 << 20, 0},
         {"--k", "-k", CLI_INT, &k, "N", "override the shape's top-k", 1, 8192, 0},
         {"--backend", NULL, CLI_STR, &backend_s, "NAME", "auto (default), cpu, cuda or ref", 0, 0, 0},
-        {"--algos", NULL, CLI_STR, &algos_s, "LIST", "fused,materialize (default) or one of them", 0, 0, 0},
+        {"--algos", NULL, CLI_STR, &algos_s, "LIST", "fused,materialize (default), or any of fused, materialize, score_only (the scan alone, no selection: a ceiling)", 0, 0, 0},
         {"--reps", NULL, CLI_INT, &reps, "N", "timed runs per path, median reported (default 1)", 1, 100, 0},
         {"--threads", NULL, CLI_INT, &threads, "N", "CPU threads (0 = all cores)", 0, 4096, 0},
         {"--seed", NULL, CLI_INT, &seed, "N", "generator seed", 0, INT64_MAX, 0},
@@ -65,7 +65,9 @@ int cmd_prefill(int argc, char **argv) {
         if (!strcmp(shape_s, shapes[i].name)) sh = &shapes[i];
     if (!sh) return cli_usage_error("prefill", "unknown shape '%s' (v32, v4-flash, v4-pro)", shape_s);
     int run_fused = strstr(algos_s, "fused") != NULL, run_mat = strstr(algos_s, "materialize") != NULL;
-    if (!run_fused && !run_mat) return cli_usage_error("prefill", "--algos: expected fused and/or materialize");
+    int run_score = strstr(algos_s, "score_only") != NULL;
+    if (!run_fused && !run_mat && !run_score)
+        return cli_usage_error("prefill", "--algos: expected fused, materialize and/or score_only");
     ltk_backend want, backend;
     if (!cli_parse_backend(backend_s, &want)) return cli_usage_error("prefill", "unknown backend '%s'", backend_s);
     if (!cli_resolve_backend("prefill", want, &backend)) return CLI_EXIT_FAIL;
@@ -119,11 +121,13 @@ int cmd_prefill(int argc, char **argv) {
            sh->name, ltk_backend_name(backend), device, (long long)L, (long long)S, (long long)m, (long long)H,
            (long long)D, (long long)k, (long long)chunk);
     printf("  %-12s %12s %10s %14s\n", "path", "time (ms)", "TFLOP/s", "workspace");
-    const ltk_algo algos[2] = {LTK_ALGO_FUSED, LTK_ALGO_MATERIALIZE};
-    const int want_algo[2] = {run_fused, run_mat};
-    for (int i = 0; i < 2; i++) {
-        if (!want_algo[i]) continue;
-        ltk_exec e = {.backend = backend, .algo = algos[i], .num_threads = (int32_t)threads};
+    /* score_only writes no selection: it shares the materialize outputs, never compared */
+    const ltk_algo algos[3] = {LTK_ALGO_FUSED, LTK_ALGO_MATERIALIZE, LTK_ALGO_SCORE_ONLY};
+    const int want_algo[3] = {run_fused, run_mat, run_score};
+    for (int ia = 0; ia < 3; ia++) {
+        const int i = ia < 2 ? ia : 1;
+        if (!want_algo[ia]) continue;
+        ltk_exec e = {.backend = backend, .algo = algos[ia], .num_threads = (int32_t)threads};
         ltk_prefill_args a = {.L = L, .m = (int32_t)m, .H = (int32_t)H, .D = (int32_t)D, .k = (int32_t)k,
                               .dtype = LTK_DTYPE_E4M3, .q = q, .kv = kv, .kv_scale = scale, .weights = w,
                               .chunk = chunk, .out_idx = idx[i], .out_scores = sc[i], .progress = progress};
@@ -152,14 +156,14 @@ int cmd_prefill(int argc, char **argv) {
                 times[y] = times[y - 1], times[y - 1] = t;
             }
         double ms = times[reps / 2];
-        printf("  %-12s %12.3f %10.4g %14s\n", cli_algo_name(algos[i]), ms, flops / (ms * 1e-3) / 1e12,
+        printf("  %-12s %12.3f %10.4g %14s\n", cli_algo_name(algos[ia]), ms, flops / (ms * 1e-3) / 1e12,
                cli_bytes((double)ws_bytes, b1, sizeof b1));
         if (json) {
             cli_json j;
             cli_json_begin(&j);
             cli_json_str(&j, "op", "prefill");
             cli_json_str(&j, "backend", ltk_backend_name(backend));
-            cli_json_str(&j, "algo", cli_algo_name(algos[i]));
+            cli_json_str(&j, "algo", cli_algo_name(algos[ia]));
             cli_json_str(&j, "shape", sh->name);
             cli_json_int(&j, "L", L);
             cli_json_int(&j, "S", S);
@@ -178,6 +182,7 @@ int cmd_prefill(int argc, char **argv) {
             cli_json_end(&j);
             if (cli_json_append(json, &j)) goto done;
         }
+        if (ia == 2) continue;
         st = devmem_download(on_device, host_idx[i], idx[i], out_n * sizeof(int32_t));
         if (!st) st = devmem_download(on_device, host_sc[i], sc[i], out_n * sizeof(float));
         if (st) {

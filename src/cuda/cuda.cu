@@ -69,6 +69,7 @@ static ltk_status get_dev(dev_facts *d) {
 
 typedef struct idx_plan {
     int sm90, bq, skip_short, algo, ext_select;
+    int dense_for_fused; /* a fused call run as dense windows (short rows: fused_dense_wanted) */
     dev_facts dev;
     int64_t T, S, S_r;
     int32_t k;
@@ -194,10 +195,27 @@ static ltk_status trace_step(idx_trace *tr, cudaStream_t st, const char *fmt, ..
     return LTK_OK;
 }
 
+/* A fused call over few keys runs as dense windows: the same scan writes every score into the
+ * candidate region, then the exact select (same bits as the filtered path). Why: the filter saves
+ * a write and a read of T x S scores, but costs ~2 ms of fixed stages a call (sample scan, prep,
+ * candidate select, H200 run 6 trace) and ~7% on the scan's gate; at 8,192 rows of <= 65,536 keys
+ * materialize was 1.2-1.6x faster (prefills, run 5). Calls with many rows and S <= 131,072 keys
+ * (LTK_CUDA_FUSED_DENSE_S; 0 = never). Few rows keep the filter: a dense select of one row is
+ * one CTA over the whole row. */
+static int fused_dense_wanted(const ltk_indexer_args *a) {
+    const char *e = getenv("LTK_CUDA_FUSED_DENSE_S");
+    const long long lim = e && *e ? atoll(e) : 131072;
+    return a->T >= 1024 && a->S > 0 && a->S <= lim;
+}
+
 static ltk_status make_plan(const ltk_indexer_args *a, const ltk_exec *e, idx_plan *p) {
     memset(p, 0, sizeof *p);
     LTK_FORWARD_IF(get_dev(&p->dev));
     p->algo = e->algo;
+    if (p->algo == LTK_ALGO_FUSED && fused_dense_wanted(a)) {
+        p->algo = LTK_ALGO_MATERIALIZE;
+        p->dense_for_fused = 1;
+    }
     p->T = a->T;
     p->S = a->S;
     p->S_r = round_up(a->S > 0 ? a->S : 1, 256);
@@ -225,7 +243,8 @@ static ltk_status make_plan(const ltk_indexer_args *a, const ltk_exec *e, idx_pl
 
     /* dense windows (materialize sub-chunks; fallback batches use the candidate region) */
     {
-        size_t budget = p->algo == LTK_ALGO_MATERIALIZE ? mat_budget() : 0;
+        /* (a fused call's dense windows stay inside the fused workspace's candidate budget) */
+        size_t budget = p->algo == LTK_ALGO_MATERIALIZE ? (p->dense_for_fused ? CAND_BUDGET : mat_budget()) : 0;
         if (p->algo == LTK_ALGO_FUSED) {
             /* fused: the fallback reuses the candidate region, sized below */
             budget = 0;
@@ -501,6 +520,8 @@ static ltk_status fill_stats(const ltk_indexer_args *a, const idx_plan *pl, uint
     } else {
         memset(hc, 0, 12 * (size_t)T);
     }
+    /* a fused call run as dense windows: every visible key of a row went to its select */
+    const int all_keys = pl->dense_for_fused;
     if (e == cudaSuccess && a->ks) e = cudaMemcpy(hks, a->ks, 4 * (size_t)T, cudaMemcpyDeviceToHost);
     if (e == cudaSuccess && a->ke) e = cudaMemcpy(hke, a->ke, 4 * (size_t)T, cudaMemcpyDeviceToHost);
     if (e != cudaSuccess) r = ltk_cuda_check(e, "copying indexer statistics");
@@ -511,6 +532,7 @@ static ltk_status fill_stats(const ltk_indexer_args *a, const idx_plan *pl, uint
             hi = hi < lo ? lo : (hi > a->S ? a->S : hi);
             int scanned = !(pl->skip_short && hi - lo <= a->k);
             if (!scanned) s->short_rows++;
+            if (all_keys && scanned) hc[t] = (int32_t)(hi - lo);
             s->candidates += hc[t];
             if (hc[t] > s->candidates_max) s->candidates_max = hc[t];
             s->bin_entries += hb[t];

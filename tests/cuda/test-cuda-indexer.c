@@ -873,6 +873,37 @@ static void medium_h16_splits(void) {
     run_case(&c, 2e-3, 2, -1);
 }
 
+static void medium_fused_dense(void) {
+    /* >= 1,024 rows of <= 131,072 keys: a fused call runs as dense windows (fused_dense_wanted in
+     * cuda.cu); stats then count every visible key of a row as its candidate. Then the same shape
+     * class through the filter (LTK_CUDA_FUSED_DENSE_S=0): both bit-exact against materialize. */
+    cfg_t c = base_cfg(1024, 40000, 64, 1024);
+    c.kv_mode = 4;
+    inp_t in;
+    inp_make(&in, &c);
+    test_ctx("%s (dense dispatch)", cfg_str(&c));
+    int32_t *fi = NULL, *mi = NULL;
+    float *fs = NULL, *ms = NULL;
+    ltk_stats sf;
+    memset(&sf, 0, sizeof sf);
+    ASSERT_STATUS(run_gpu(&in, LTK_ALGO_FUSED, NULL, &sf, &fi, &fs), LTK_OK, NULL);
+    ASSERT_STATUS(run_gpu(&in, LTK_ALGO_MATERIALIZE, NULL, NULL, &mi, &ms), LTK_OK, NULL);
+    same_outputs(&in, fi, fs, mi, ms, "fused (dense windows) vs materialize");
+    CHECK(sf.candidates == c.T * c.S && sf.fallback_rows == 0, "dense dispatch stats: candidates %lld (want %lld)",
+          (long long)sf.candidates, (long long)(c.T * c.S));
+    free(fi);
+    free(fs);
+    free(mi);
+    free(ms);
+    inp_free(&in);
+    setenv("LTK_CUDA_FUSED_DENSE_S", "0", 1);
+    c = base_cfg(1024, 40000 + 5, 64, 1024);
+    c.ranges = 2;
+    c.kv_mode = 4;
+    run_case(&c, 2e-3, 2, 0);
+    unsetenv("LTK_CUDA_FUSED_DENSE_S");
+}
+
 static void medium_h32_materialize_only(void) {
     /* the materialize scan alone over 250 units (no refresh warp, no candidates) against exact
      * scores: separates a scan bug from a fused-epilogue bug */
@@ -1001,6 +1032,7 @@ static const t_test tests[] = {
     T_ENTRY(small_state),            T_ENTRY(small_workspace_graph),   T_ENTRY(small_determinism_score_only),
     T_ENTRY(small_race),             T_ENTRY(small_scale_offset),
     T_ENTRY(medium_h32_materialize_only), T_ENTRY(medium_h64_causal), T_ENTRY(medium_h16_splits),
+    T_ENTRY(medium_fused_dense),
     T_ENTRY(large_h64_causal),       T_ENTRY(large_h32_k512),          T_ENTRY(large_k8192),
     T_ENTRY(large_flat_overflow),    T_ENTRY(large_hot_state),         T_ENTRY(large_64bit_offsets),
 };
