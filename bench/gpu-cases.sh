@@ -12,8 +12,9 @@ dsa32: python3 bench/dsa_torch.py --H 32 --S 1048576 --reps 3 --json "$OUT/bench
 # logits budget as the issue asks.
 # (p1m: the two L = 1M lines of the scaling study that the issue's targets name, runnable alone.)
 # (p1s: the V3.2 L = 1M prefill against its own scan alone (score_only, no selection): the ceiling.)
-# (xover: where a fused call should run as dense windows: 8,192 full rows of S keys, the filter
-#  (LTK_CUDA_FUSED_DENSE_S=0) vs the default, and materialize; the table goes to extra.log.)
+# (xover: where a fused call should run as dense windows: 8,192 rows at the end of S keys, the
+#  filter (LTK_CUDA_FUSED_DENSE_S=0) vs dense windows; hotab: how many hot keys the sample scores
+#  over long rows (LTK_CUDA_SAMPLE_HOT); the tables go to extra.log.)
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 65536 --check --json "$OUT/bench.jsonl"
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-pro --L 65536 --check --json "$OUT/bench.jsonl"
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 65536 --check --json "$OUT/bench.jsonl"
@@ -37,4 +38,6 @@ sk: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
 # The kNN benchmark with both main loops side by side: mma.sync (other GPUs) and the sm_90a wgmma + TMA loop (the default).
 knn90: python3 bench/gpu_knn_torch.py --loops mma,wgmma --json "${OUT:-.}/bench.jsonl"
 p1s: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused,score_only --json "$OUT/bench.jsonl"
-xover: for d in 0 131072; do echo "LTK_CUDA_FUSED_DENSE_S=$d"; LTK_CUDA_FUSED_DENSE_S=$d gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 32768,65536,131072,196608 --algos fused,materialize; done
+xover: for d in 0 1048576; do echo "LTK_CUDA_FUSED_DENSE_S=$d"; LTK_CUDA_FUSED_DENSE_S=$d gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 131072,262144,393216,524288 --algos fused; done
+hotab: for h in 6144 2048 0; do echo "LTK_CUDA_SAMPLE_HOT=$h"; LTK_CUDA_SAMPLE_HOT=$h gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 524288,1048576 --algos fused; done
+trace: LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused 2>&1 | grep -E "ltk cuda|median"

@@ -110,7 +110,7 @@ typedef enum ltk_backend {
 
 typedef enum ltk_algo {
     LTK_ALGO_FUSED = 0,       /* sample, filter while scoring, refresh, select (default). CUDA: a call
-                               * of >= 1,024 rows over <= 131,072 keys, where the filter cannot pay
+                               * of >= 1,024 rows over <= 262,144 keys, where the filter cannot pay
                                * for its fixed stages, runs as dense windows inside the same
                                * workspace (same scores, same exact result) */
     LTK_ALGO_MATERIALIZE = 1, /* same scoring code writes every score, then exact select (baseline) */

@@ -199,12 +199,12 @@ static ltk_status trace_step(idx_trace *tr, cudaStream_t st, const char *fmt, ..
  * candidate region, then the exact select (same bits as the filtered path). Why: the filter saves
  * a write and a read of T x S scores, but costs ~2 ms of fixed stages a call (sample scan, prep,
  * candidate select, H200 run 6 trace) and ~7% on the scan's gate; at 8,192 rows of <= 65,536 keys
- * materialize was 1.2-1.6x faster (prefills, run 5). Calls with many rows and S <= 131,072 keys
+ * materialize was 1.2-1.6x faster (prefills, run 5). Calls with many rows and S <= 262,144 keys
  * (LTK_CUDA_FUSED_DENSE_S; 0 = never). Few rows keep the filter: a dense select of one row is
  * one CTA over the whole row. */
 static int fused_dense_wanted(const ltk_indexer_args *a) {
     const char *e = getenv("LTK_CUDA_FUSED_DENSE_S");
-    const long long lim = e && *e ? atoll(e) : 131072;
+    const long long lim = e && *e ? atoll(e) : 262144;
     return a->T >= 1024 && a->S > 0 && a->S <= lim;
 }
 
@@ -281,7 +281,22 @@ static ltk_status make_plan(const ltk_indexer_args *a, const ltk_exec *e, idx_pl
          * and short rows, where the sample pass is a large share of the call, k of them as before
          * (H200: the larger sample cost 6-9% on prefills of S <= 64K keys, saved 1-2% at 1M). */
         const int64_t m_cold_q = 2 * k > 4096 ? 2 * k : 4096;
-        p->m_cold = !a->state || p->S_r >= 64 * m_cold_q ? m_cold_q : k;
+        const int long_rows = p->S_r >= 64 * m_cold_q;
+        p->m_cold = !a->state || long_rows ? m_cold_q : k;
+        /* Over long rows the strided estimate sets the start (H200, T=8192 S=1M: the same 5.1k
+         * candidates a row with and without a hot set), so only the best k hot keys are scored
+         * there, not the whole set: the sample scan is 8,192 x m keys a call. LTK_CUDA_SAMPLE_HOT
+         * overrides the count (an A/B knob). */
+        if (long_rows && p->m_hot > k) p->m_hot = k;
+        {
+            const char *hv = getenv("LTK_CUDA_SAMPLE_HOT");
+            if (hv && *hv && a->state) {
+                long long h = atoll(hv);
+                h = h < 0 ? 0 : h;
+                p->m_hot = h < a->state->capacity ? h : a->state->capacity;
+                if (p->m_hot > 16384) p->m_hot = 16384;
+            }
+        }
         p->win = k / 2 < 1024 ? k / 2 : 1024;
         if (p->win < 1) p->win = 1;
         p->m_max = round_up(p->m_hot + p->m_cold + p->win, 256);
