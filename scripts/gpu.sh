@@ -4,7 +4,8 @@
 # lines of bench/gpu-cases.sh, a Figure-5(a)-style plot, and a summary table printed last.
 #
 #   scripts/gpu.sh prepare        (here, no GPU needed) build sm_90a binaries, packed in gpu-pack/
-#   scripts/gpu.sh [all|tests|bench|quick|debug|cases]   (on the GPU machine) run; results under $OUT
+#   scripts/gpu.sh [all|tests|bench|quick|debug|cases|profile]   (on the GPU machine) run; results under $OUT
+#   profile: a fused call's stages traced, and Nsight Compute on its sample/select/vote kernels
 #   cases: only the lines of bench/gpu-cases.sh (with CASES="tags")
 #   debug: the stall hunt of the third run: medium_* tests (several work units per CTA) and one
 #          T=1024 benchmark with LTK_CUDA_TRACE=1 (every stage synchronised and timed on stderr),
@@ -109,6 +110,32 @@ if [ "$MODE" = cases ]; then
   run_cases
   step "done"
   tail -40 "$SUM"
+  exit 0
+fi
+
+if [ "$MODE" = profile ]; then
+  # where a fused call's time goes outside its main scan: the stages traced (each synchronised),
+  # then Nsight Compute on the first call's sample, select and vote kernels and on the first scan
+  # launch (the sample scan). PROF_S keys (default 393216), the filter forced on.
+  export LTK_CUDA_FUSED_DENSE_S=0
+  PS=${PROF_S:-393216}
+  step "trace S=$PS"
+  LTK_CUDA_TRACE=1 timeout $(tmo 60) "$BIN/bench-cuda-indexer" --T 8192 --H 64 --k 2048 --reps 1 --S $PS \
+    --algos fused 2>&1 | grep -E "ltk cuda|median" | grep -v "dense s" >"$OUT/test.log"
+  head -20 "$OUT/test.log" | tee -a "$SUM"
+  NCU="ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats"
+  step "ncu: sample, select and vote kernels"
+  timeout $(tmo 200) $NCU --kernel-name regex:"sel_cand|smp_|vote_" --launch-count 14 \
+    "$BIN/bench-cuda-indexer" --T 8192 --H 64 --k 2048 --reps 1 --S $PS --algos fused >"$OUT/extra.log" 2>&1
+  note "ncu rc=$?"
+  step "ncu: the first scan launch (the sample scan)"
+  timeout $(tmo 200) $NCU --section SchedulerStats --kernel-name regex:"ltk_sm90_scan" --launch-count 1 \
+    "$BIN/bench-cuda-indexer" --T 8192 --H 64 --k 2048 --reps 1 --S $PS --algos fused >"$OUT/bench.log" 2>&1
+  note "ncu rc=$?"
+  grep -E "^  [a-z_]+.*\(|Duration|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Compute \(SM\) Throughput|Memory Throughput" \
+    "$OUT/extra.log" "$OUT/bench.log" | head -150 >>"$SUM"
+  step "done"
+  tail -150 "$SUM"
   exit 0
 fi
 
