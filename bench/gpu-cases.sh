@@ -40,4 +40,4 @@ knn90: python3 bench/gpu_knn_torch.py --loops mma,wgmma --json "${OUT:-.}/bench.
 p1s: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused,score_only --json "$OUT/bench.jsonl"
 xover: for d in 0 1048576; do echo "LTK_CUDA_FUSED_DENSE_S=$d"; LTK_CUDA_FUSED_DENSE_S=$d gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 131072,262144,393216,524288 --algos fused; done
 hotab: for h in 6144 2048 0; do echo "LTK_CUDA_SAMPLE_HOT=$h"; LTK_CUDA_SAMPLE_HOT=$h gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 524288,1048576 --algos fused; done
-trace: LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused 2>&1 | grep -E "ltk cuda|median"
+trace: LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused 2>&1 | grep -E "ltk cuda|median" | grep -v "dense s"
