@@ -125,13 +125,21 @@ if [ "$MODE" = profile ]; then
   head -20 "$OUT/test.log" | tee -a "$SUM"
   NCU="ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats"
   step "ncu: sample, select and vote kernels"
-  timeout $(tmo 200) $NCU --kernel-name regex:"sel_cand|smp_|vote_" --launch-count 14 \
+  timeout $(tmo 200) $NCU --kernel-name regex:"${PROF_KERNELS:-sel_cand|smp_|vote_}" --launch-count ${PROF_N:-14} \
     "$BIN/bench-cuda-indexer" --T 8192 --H 64 --k 2048 --reps 1 --S $PS --algos fused >"$OUT/extra.log" 2>&1
   note "ncu rc=$?"
   step "ncu: the first scan launch (the sample scan)"
   timeout $(tmo 200) $NCU --section SchedulerStats --kernel-name regex:"ltk_sm90_scan" --launch-count 1 \
     "$BIN/bench-cuda-indexer" --T 8192 --H 64 --k 2048 --reps 1 --S $PS --algos fused >"$OUT/bench.log" 2>&1
   note "ncu rc=$?"
+  if [ -n "${PROF_CLI_H:-}" ] && [ -x "$CLI" ]; then
+    for h in $PROF_CLI_H; do
+      step "litetopk bench dsa H=$h"
+      timeout $(tmo 90) "$CLI" bench dsa --T 8192 --S 1048576 --H $h --D 128 --k 2048 --chunk 8192 --backend cuda \
+        --algos fused,score_only --reps 3 --warmup 1 --json "$OUT/bench.jsonl" >>"$OUT/cli.log" 2>&1
+      note "cli H=$h rc=$?: $(grep -E '^  (fused|score_only) ' "$OUT/cli.log" | tail -2 | tr -s ' ' | tr '\n' ';')"
+    done
+  fi
   grep -E "^  [a-z_]+.*\(|Duration|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Compute \(SM\) Throughput|Memory Throughput" \
     "$OUT/extra.log" "$OUT/bench.log" | head -150 >>"$SUM"
   step "done"
