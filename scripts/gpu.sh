@@ -123,7 +123,7 @@ if [ "$MODE" = profile ]; then
   LTK_CUDA_TRACE=1 timeout $(tmo 60) "$BIN/bench-cuda-indexer" --T 8192 --H 64 --k 2048 --reps 1 --S $PS \
     --algos fused 2>&1 | grep -E "ltk cuda|median" | grep -v "dense s" >"$OUT/test.log"
   head -20 "$OUT/test.log" | tee -a "$SUM"
-  NCU="ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats"
+  NCU="ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats ${NCU_EXTRA:-}"
   step "ncu: sample, select and vote kernels"
   timeout $(tmo 200) $NCU --kernel-name regex:"${PROF_KERNELS:-sel_cand|smp_|vote_}" --launch-count ${PROF_N:-14} \
     "$BIN/bench-cuda-indexer" --T 8192 --H 64 --k 2048 --reps 1 --S $PS --algos fused >"$OUT/extra.log" 2>&1
