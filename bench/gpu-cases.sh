@@ -14,7 +14,8 @@ dsa32: python3 bench/dsa_torch.py --H 32 --S 1048576 --reps 3 --json "$OUT/bench
 # (p1s: the V3.2 L = 1M prefill against its own scan alone (score_only, no selection): the ceiling.)
 # (xover: where a fused call should run as dense windows: 8,192 rows at the end of S keys, the
 #  filter (LTK_CUDA_FUSED_DENSE_S=0) vs dense windows; hotab: how many hot keys the sample scores
-#  over long rows (LTK_CUDA_SAMPLE_HOT); the tables go to extra.log.)
+#  over long rows (LTK_CUDA_SAMPLE_HOT); ptrace: the V3.2 L=1M prefill with every stage synchronised
+#  and timed, summed by stage; the tables go to extra.log.)
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 65536 --check --json "$OUT/bench.jsonl"
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-pro --L 65536 --check --json "$OUT/bench.jsonl"
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 65536 --check --json "$OUT/bench.jsonl"
@@ -41,3 +42,4 @@ p1s: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1
 xover: for d in 0 1048576; do echo "LTK_CUDA_FUSED_DENSE_S=$d"; LTK_CUDA_FUSED_DENSE_S=$d gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 131072,262144,393216,524288 --algos fused; done
 hotab: for h in 6144 2048 0; do echo "LTK_CUDA_SAMPLE_HOT=$h"; LTK_CUDA_SAMPLE_HOT=$h gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 524288,1048576 --algos fused; done
 trace: LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused 2>&1 | grep -E "ltk cuda|median" | grep -v "dense s"
+ptrace: LTK_CUDA_TRACE=1 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused 2>&1 | awk '/ltk cuda\]/ && / ms$/ { n = $0; sub(/^\[ltk cuda\] /, "", n); sub(/ +[0-9.]+ ms$/, "", n); sub(/ rows.*/, "", n); sub(/ \(.*/, "", n); t[n] += $(NF-1); c[n]++ } END { for (x in t) printf "%-40s %5d calls %10.1f ms\n", x, c[x], t[x] }'
