@@ -10,6 +10,7 @@ dsa32: python3 bench/dsa_torch.py --H 32 --S 1048576 --reps 3 --json "$OUT/bench
 # Prefill driver (issue 6): exactness at L=65536 for the three shapes (fused vs materialize bit-exact,
 # vs the torch partition-merge of StreamIndex), then the scaling study; materialize under a 512 MB
 # logits budget as the issue asks.
+# (pcheck: the three L = 65,536 exactness lines alone.)
 # (p1m: the two L = 1M lines of the scaling study that the issue's targets name, runnable alone.)
 # (p1s: the V3.2 L = 1M prefill against its own scan alone (score_only, no selection): the ceiling.)
 # (xover: where a fused call should run as dense windows: 8,192 rows at the end of S keys, the
@@ -43,3 +44,6 @@ xover: for d in 0 1048576; do echo "LTK_CUDA_FUSED_DENSE_S=$d"; LTK_CUDA_FUSED_D
 hotab: for h in 6144 2048 0; do echo "LTK_CUDA_SAMPLE_HOT=$h"; LTK_CUDA_SAMPLE_HOT=$h gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 524288,1048576 --algos fused; done
 trace: LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused 2>&1 | grep -E "ltk cuda|median" | grep -v "dense s"
 ptrace: LTK_CUDA_TRACE=1 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused 2>&1 | awk '/ltk cuda\]/ && / ms$/ { n = $0; sub(/^\[ltk cuda\] /, "", n); sub(/ +[0-9.]+ ms$/, "", n); sub(/ rows.*/, "", n); sub(/ \(.*/, "", n); t[n] += $(NF-1); c[n]++ } END { for (x in t) printf "%-40s %5d calls %10.1f ms\n", x, c[x], t[x] }'
+pcheck: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 65536 --check --json "$OUT/bench.jsonl"
+pcheck: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-pro --L 65536 --check --json "$OUT/bench.jsonl"
+pcheck: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 65536 --check --json "$OUT/bench.jsonl"
