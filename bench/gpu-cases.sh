@@ -47,3 +47,6 @@ ptrace: LTK_CUDA_TRACE=1 python3 bench/prefill_torch.py --shape v32 --L 1048576 
 pcheck: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 65536 --check --json "$OUT/bench.jsonl"
 pcheck: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-pro --L 65536 --check --json "$OUT/bench.jsonl"
 pcheck: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 65536 --check --json "$OUT/bench.jsonl"
+qab: for q in 4 3 2; do echo "LTK_CUDA_PREP_Q=$q"; LTK_CUDA_PREP_Q=$q gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 393216,1048576 --algos fused 2>&1 | grep -E "^\{"; done
+qab: LTK_CUDA_PREP_Q=3 LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused
+cli32: for a in score_only,fused fused,score_only; do gpu-bin/litetopk bench dsa --T 8192 --S 1048576 --H 32 --D 128 --k 2048 --chunk 8192 --backend cuda --algos $a --reps 3 --warmup 1 --json "$OUT/bench.jsonl" | grep -E "^  (fused|score_only) "; done
