@@ -109,10 +109,10 @@ typedef enum ltk_backend {
 } ltk_backend;
 
 typedef enum ltk_algo {
-    LTK_ALGO_FUSED = 0,       /* sample, filter while scoring, refresh, select (default). CUDA: a call
-                               * of >= 1,024 rows over <= 262,144 keys, where the filter cannot pay
-                               * for its fixed stages, runs as dense windows inside the same
-                               * workspace (same scores, same exact result) */
+    LTK_ALGO_FUSED = 0,       /* sample, filter while scoring, refresh, select (default). Where the
+                               * filter cannot pay for its fixed stages the call runs as dense
+                               * windows inside the same workspace (same scores, same exact result):
+                               * CUDA, >= 1,024 rows over <= 262,144 keys; CPU, <= 12 k keys */
     LTK_ALGO_MATERIALIZE = 1, /* same scoring code writes every score, then exact select (baseline) */
     LTK_ALGO_SCORE_ONLY = 2,  /* benchmarking: scoring work only, selection switched off; outputs unspecified */
 } ltk_algo;

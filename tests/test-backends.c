@@ -1762,7 +1762,31 @@ static void test_concurrent_calls(void) {
     }
 }
 
+/* A CPU fused call over S <= 12k keys runs as materialize (fused_dense in src/cpu/indexer.c); the
+ * other indexer tests keep the filter (LTK_CPU_FUSED_DENSE=0, set in main), this one lets the
+ * dispatch happen on shapes where it does and checks the same properties, fused == materialize
+ * bit for bit included. */
+static void test_indexer_dense_dispatch(void) {
+    const char *prev = getenv("LTK_CPU_FUSED_DENSE");
+    char saved[16] = "";
+    if (prev) snprintf(saved, sizeof saved, "%s", prev);
+    unsetenv("LTK_CPU_FUSED_DENSE");
+    const icase cs[] = {
+        IC(.T = 5, .S = 3000, .H = 8, .D = 64, .k = 256, .dt = LTK_DTYPE_E4M3, .gen = G_RANDOM, .scale = 1),
+        IC(.T = 9, .S = 4099, .H = 64, .D = 128, .k = 2048, .dt = LTK_DTYPE_E4M3, .gen = G_RANDOM,
+           .ranges = R_CAUSAL, .scale = 1),
+        IC(.T = 4, .S = 1000, .H = 4, .D = 32, .k = 100, .dt = LTK_DTYPE_BF16, .gen = G_EQUAL,
+           .flags = LTK_FLAG_UNSORTED),
+    };
+    run_icases(cs, sizeof cs / sizeof cs[0]);
+    if (prev) setenv("LTK_CPU_FUSED_DENSE", saved, 1);
+    else setenv("LTK_CPU_FUSED_DENSE", "0", 1);
+}
+
 int main(int argc, char **argv) {
+    /* the indexer tests exercise the CPU filter even where a fused call would run dense
+     * (test_indexer_dense_dispatch lifts this); overwrite = 0: the caller may choose */
+    setenv("LTK_CPU_FUSED_DENSE", "0", 0);
     init_backends();
     static const t_test tests[] = {
         T_ENTRY(test_select_random),        T_ENTRY(test_select_adversarial),   T_ENTRY(test_select_ranges_strided),
@@ -1774,7 +1798,7 @@ int main(int argc, char **argv) {
         T_ENTRY(test_indexer_all_equal),    T_ENTRY(test_indexer_flat_overflow), T_ENTRY(test_indexer_ties_boundary),
         T_ENTRY(test_indexer_monotone),     T_ENTRY(test_indexer_nonfinite),    T_ENTRY(test_indexer_nan_inputs),
         T_ENTRY(test_indexer_denormal),     T_ENTRY(test_indexer_periodic),     T_ENTRY(test_indexer_ranges),       T_ENTRY(test_indexer_strided),
-        T_ENTRY(test_indexer_hot_set),      T_ENTRY(test_concurrent_calls),
+        T_ENTRY(test_indexer_hot_set),      T_ENTRY(test_indexer_dense_dispatch), T_ENTRY(test_concurrent_calls),
     };
     int rc = T_RUN_ALL(tests);
     free(g_mark);
