@@ -10,7 +10,7 @@ dsa32: python3 bench/dsa_torch.py --H 32 --S 1048576 --reps 3 --json "$OUT/bench
 # Prefill driver (issue 6): exactness at L=65536 for the three shapes (fused vs materialize bit-exact,
 # vs the torch partition-merge of StreamIndex), then the scaling study; materialize under a 512 MB
 # logits budget as the issue asks.
-# (pcheck: the three L = 65,536 exactness lines alone.)
+# (pcheck: the three L = 65,536 exactness lines alone; othr: the select and kNN GPU tests alone.)
 # (p1m: the two L = 1M lines of the scaling study that the issue's targets name, runnable alone.)
 # (p1s: the V3.2 L = 1M prefill against its own scan alone (score_only, no selection): the ceiling.)
 # (xover: where a fused call should run as dense windows: 8,192 rows at the end of S keys, the
@@ -50,3 +50,4 @@ pcheck: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --
 qab: for q in 4 3 2; do echo "LTK_CUDA_PREP_Q=$q"; LTK_CUDA_PREP_Q=$q gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 393216,1048576 --algos fused 2>&1 | grep -E "^\{"; done
 qab: LTK_CUDA_PREP_Q=3 LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused
 cli32: for a in score_only,fused fused,score_only; do gpu-bin/litetopk bench dsa --T 8192 --S 1048576 --H 32 --D 128 --k 2048 --chunk 8192 --backend cuda --algos $a --reps 3 --warmup 1 --json "$OUT/bench.jsonl" | grep -E "^  (fused|score_only) "; done
+othr: gpu-bin/test-cuda-select | tail -3; gpu-bin/test-cuda-knn | tail -3; LTK_CUDA_KNN_SM90=0 gpu-bin/test-cuda-knn | tail -2
