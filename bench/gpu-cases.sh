@@ -51,3 +51,4 @@ qab: for q in 4 3 2; do echo "LTK_CUDA_PREP_Q=$q"; LTK_CUDA_PREP_Q=$q gpu-bin/be
 qab: LTK_CUDA_PREP_Q=3 LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused
 cli32: for a in score_only,fused fused,score_only; do gpu-bin/litetopk bench dsa --T 8192 --S 1048576 --H 32 --D 128 --k 2048 --chunk 8192 --backend cuda --algos $a --reps 3 --warmup 1 --json "$OUT/bench.jsonl" | grep -E "^  (fused|score_only) "; done
 othr: gpu-bin/test-cuda-select | tail -3; gpu-bin/test-cuda-knn | tail -3; LTK_CUDA_KNN_SM90=0 gpu-bin/test-cuda-knn | tail -2
+knnq: gpu-bin/test-cuda-knn | tail -2; python3 bench/gpu_knn_torch.py --quick --json "${OUT:-.}/bench.jsonl"

@@ -633,6 +633,16 @@ extern "C" ltk_status ltk_cuda_knn_workspace(const ltk_knn_args *a, const ltk_ex
     return LTK_OK;
 }
 
+/* 1 if the stream is being captured into a graph (then nothing may wait on the host). */
+static int knn_capturing(cudaStream_t st) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(st, &cs) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1; /* be conservative */
+    }
+    return cs != cudaStreamCaptureStatusNone;
+}
+
 template <int DT, int MODE>
 static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st) {
     if constexpr (DT != 0) /* the wgmma + TMA main loop where it applies (knn-sm90.cu) */
@@ -782,12 +792,24 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             /* 3. check, 4. exact fallback passes (no-ops unless a query needs them) */
             knn_check_kernel<<<(nq + 255) / 256, 256, 0, st>>>(c);
             LTK_SEL_TRY(cudaGetLastError());
-            for (int pass = 0; pass < 6; pass++) {
-                LTK_FORWARD_IF((knn_score_launch<DT, KNN_HIST>(p, sms, st)));
-                knn_fb_step_kernel<<<nq, LTK_SEL_NT, 0, st>>>(c);
-                LTK_SEL_TRY(cudaGetLastError());
+            /* The fallback's 7 scan launches and 6 steps exit at once when no query needs them, but
+             * an empty launch of the persistent scan still costs several microseconds: read the
+             * "any block" flag (one round trip) and skip them, unless the stream is being captured
+             * (a graph must hold the worst case). */
+            uint32_t any_fb = 1;
+            if (!knn_capturing(st)) {
+                LTK_SEL_TRY(cudaMemcpyAsync(&any_fb, c.fb_any + (nq + KNN_BQ - 1) / KNN_BQ, 4, cudaMemcpyDeviceToHost,
+                                            st));
+                LTK_SEL_TRY(cudaStreamSynchronize(st));
             }
-            LTK_FORWARD_IF((knn_score_launch<DT, KNN_TAKE>(p, sms, st)));
+            if (any_fb) {
+                for (int pass = 0; pass < 6; pass++) {
+                    LTK_FORWARD_IF((knn_score_launch<DT, KNN_HIST>(p, sms, st)));
+                    knn_fb_step_kernel<<<nq, LTK_SEL_NT, 0, st>>>(c);
+                    LTK_SEL_TRY(cudaGetLastError());
+                }
+                LTK_FORWARD_IF((knn_score_launch<DT, KNN_TAKE>(p, sms, st)));
+            }
             /* 5. final select */
             knn_final_kernel<<<nq, LTK_SEL_NT, fin_smem, st>>>(c);
             LTK_SEL_TRY(cudaGetLastError());
