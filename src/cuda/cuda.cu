@@ -22,6 +22,7 @@
 
 #include "indexer.cuh"
 #include "ltk-cuda.h"
+#include "select.cuh" /* ltk_stream_capturing */
 
 /* ---- errors, device facts ------------------------------------------------------------------ */
 extern "C" ltk_status ltk_cuda_check(cudaError_t e, const char *what) {
@@ -122,7 +123,6 @@ static int64_t watchdog_ns(void) {
     return s > 0 ? (int64_t)(s * 1e9) : 0;
 }
 
-static int stream_capturing(cudaStream_t st);
 
 /* The sm_90a watchdog record: host-mapped pinned memory, so it can be read after a trap has lost
  * the context. Printed by the next failing trace step and at exit (the tests exit on a CUDA error). */
@@ -171,7 +171,7 @@ static double now_ms(void) {
 }
 
 static void trace_begin(idx_trace *tr, cudaStream_t st) {
-    tr->on = env_flag("LTK_CUDA_TRACE") && !stream_capturing(st);
+    tr->on = env_flag("LTK_CUDA_TRACE") && !ltk_stream_capturing(st);
     tr->t0 = tr->on ? now_ms() : 0.0;
 }
 
@@ -444,14 +444,6 @@ static void scan_base(const ltk_indexer_args *a, const idx_plan *pl, ltk_scan_pa
     sp->diag = pl->sm90 && sp->watchdog_ns > 0 ? diag_ptr() : NULL;
 }
 
-static int stream_capturing(cudaStream_t st) {
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(st, &cs) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 1; /* be conservative */
-    }
-    return cs != cudaStreamCaptureStatusNone;
-}
 
 /* Exact dense top-k of rows [row0, row0 + nrows) or of the rows of a device list, window by
  * window: the scan kernel materializes scores into `logits`, then the dense select. */
@@ -646,7 +638,7 @@ static ltk_status fused(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *
              * exit at once). Why not always the worst case: at T=8192, S=1M that was 22 batches of
              * a 132-CTA scan and a select per half call, ~0.2 ms of empty launches (run 2 trace). */
             int64_t nb = ceil_div(nr, pl->dense_rows);
-            if (nb * pl->nwin > 2 && !stream_capturing(st)) {
+            if (nb * pl->nwin > 2 && !ltk_stream_capturing(st)) {
                 int32_t h = 0;
                 LTK_CUDA_TRY(cudaMemcpyAsync(&h, fbcnt, 4, cudaMemcpyDeviceToHost, st));
                 LTK_CUDA_TRY(cudaStreamSynchronize(st));

@@ -302,6 +302,15 @@ static int sel_e_of(int32_t k) {
     while (np < k) np <<= 1;
     return np / SEL_THREADS > 1 ? np / SEL_THREADS : 1;
 }
+/* LAUNCH(E) with the E built for k */
+#define SEL_BY_E(k, LAUNCH)           \
+    switch (sel_e_of(k)) {            \
+    case 1: LAUNCH(1); break;         \
+    case 2: LAUNCH(2); break;         \
+    case 4: LAUNCH(4); break;         \
+    case 8: LAUNCH(8); break;         \
+    default: LAUNCH(16); break;       \
+    }
 
 /* ---- candidate rows ------------------------------------------------------------------------ */
 template <int E>
@@ -384,13 +393,7 @@ extern "C" ltk_status ltk_idx_select_cands(const ltk_indexer_args *a, int64_t ro
     sel_cand_kernel<E_><<<(unsigned)nrows, SEL_THREADS, smem, st>>>(*a, row0, cand, cap, cand_cnt, smin, delta, \
                                                                     skip_short, fb_list, fb_count, st_cand, st_bin, \
                                                                     stage_cap)
-    switch (sel_e_of(a->k)) {
-    case 1: SEL_CAND_LAUNCH(1); break;
-    case 2: SEL_CAND_LAUNCH(2); break;
-    case 4: SEL_CAND_LAUNCH(4); break;
-    case 8: SEL_CAND_LAUNCH(8); break;
-    default: SEL_CAND_LAUNCH(16); break;
-    }
+    SEL_BY_E(a->k, SEL_CAND_LAUNCH)
 #undef SEL_CAND_LAUNCH
     LTK_CUDA_LAUNCHED("select candidates");
     return LTK_OK;
@@ -471,13 +474,7 @@ extern "C" ltk_status ltk_idx_select_dense(const ltk_indexer_args *a, int64_t ro
 #define SEL_DENSE_LAUNCH(E_)                                                                                   \
     sel_dense_kernel<E_><<<(unsigned)nrows, SEL_THREADS, sel_dyn_bytes(a->k), st>>>(                          \
         *a, row0, list, list_count, list_off, logits, ld, col_lo, col_hi, run, run_cnt, first, final, skip_short)
-    switch (sel_e_of(a->k)) {
-    case 1: SEL_DENSE_LAUNCH(1); break;
-    case 2: SEL_DENSE_LAUNCH(2); break;
-    case 4: SEL_DENSE_LAUNCH(4); break;
-    case 8: SEL_DENSE_LAUNCH(8); break;
-    default: SEL_DENSE_LAUNCH(16); break;
-    }
+    SEL_BY_E(a->k, SEL_DENSE_LAUNCH)
 #undef SEL_DENSE_LAUNCH
     LTK_CUDA_LAUNCHED("select dense");
     return LTK_OK;

@@ -633,16 +633,6 @@ extern "C" ltk_status ltk_cuda_knn_workspace(const ltk_knn_args *a, const ltk_ex
     return LTK_OK;
 }
 
-/* 1 if the stream is being captured into a graph (then nothing may wait on the host). */
-static int knn_capturing(cudaStream_t st) {
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(st, &cs) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 1; /* be conservative */
-    }
-    return cs != cudaStreamCaptureStatusNone;
-}
-
 template <int DT, int MODE>
 static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st) {
     if constexpr (DT != 0) /* the wgmma + TMA main loop where it applies (knn-sm90.cu) */
@@ -797,7 +787,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
              * "any block" flag (one round trip) and skip them, unless the stream is being captured
              * (a graph must hold the worst case). */
             uint32_t any_fb = 1;
-            if (!knn_capturing(st)) {
+            if (!ltk_stream_capturing(st)) {
                 LTK_SEL_TRY(cudaMemcpyAsync(&any_fb, c.fb_any + (nq + KNN_BQ - 1) / KNN_BQ, 4, cudaMemcpyDeviceToHost,
                                             st));
                 LTK_SEL_TRY(cudaStreamSynchronize(st));

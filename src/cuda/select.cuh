@@ -26,6 +26,17 @@
                                                 __FILE__, __LINE__);                                     \
     } while (0)
 
+/* 1 if the stream is being captured into a graph: then nothing may wait on the host, and device-side
+ * counts cannot be read to skip launches (the graph must hold the worst case). */
+static inline int ltk_stream_capturing(cudaStream_t st) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(st, &cs) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1; /* be conservative */
+    }
+    return cs != cudaStreamCaptureStatusNone;
+}
+
 #define LTK_SEL_NT 512      /* threads per select CTA */
 #define LTK_SEL_BINS 2048   /* 11-bit digits */
 #define LTK_FULL 0xffffffffu
