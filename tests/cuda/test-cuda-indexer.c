@@ -537,6 +537,19 @@ static void small_random_vs_exact(void) {
     }
 }
 
+/* Every build of the select's register sort (E = 1, 2, 4, 8, 16 entries a thread for k up to 512,
+ * 1,024, 2,048, 4,096, 8,192), each against the exact float64 selection; rows of fewer keys than
+ * the kernel's width take the shared-memory network (the k > n case). */
+static void small_sort_widths(void) {
+    static const int ks[] = {300, 1000, 2000, 3000, 4096, 5000, 8192};
+    for (int i = 0; i < 7 && T_FAILURES() == 0; i++) {
+        cfg_t c = base_cfg(3, 2 * ks[i] + 77, i % 2 ? 32 : 64, ks[i]);
+        c.ranges = i % 3; /* none, random (rows shorter than k too), causal */
+        c.scores = 1;
+        run_case(&c, 2e-3, 0, -1);
+    }
+}
+
 static void small_portable_vs_exact(void) {
     const char *prev = getenv("LTK_CUDA_PORTABLE");
     char saved[64] = "";
@@ -1030,7 +1043,7 @@ static const t_test tests[] = {
     T_ENTRY(small_random_vs_exact),  T_ENTRY(small_portable_vs_exact), T_ENTRY(small_flat_overflow),
     T_ENTRY(small_ties_at_k),        T_ENTRY(small_nan_inf),           T_ENTRY(small_edges),
     T_ENTRY(small_state),            T_ENTRY(small_workspace_graph),   T_ENTRY(small_determinism_score_only),
-    T_ENTRY(small_race),             T_ENTRY(small_scale_offset),
+    T_ENTRY(small_race),             T_ENTRY(small_scale_offset),      T_ENTRY(small_sort_widths),
     T_ENTRY(medium_h32_materialize_only), T_ENTRY(medium_h64_causal), T_ENTRY(medium_h16_splits),
     T_ENTRY(medium_fused_dense),
     T_ENTRY(large_h64_causal),       T_ENTRY(large_h32_k512),          T_ENTRY(large_k8192),
