@@ -123,7 +123,6 @@ static int64_t watchdog_ns(void) {
     return s > 0 ? (int64_t)(s * 1e9) : 0;
 }
 
-
 /* The sm_90a watchdog record: host-mapped pinned memory, so it can be read after a trap has lost
  * the context. Printed by the next failing trace step and at exit (the tests exit on a CUDA error). */
 static int32_t *diag_host = NULL, *diag_dev = NULL;
@@ -197,11 +196,12 @@ static ltk_status trace_step(idx_trace *tr, cudaStream_t st, const char *fmt, ..
 
 /* A fused call over few keys runs as dense windows: the same scan writes every score into the
  * candidate region, then the exact select (same bits as the filtered path). Why: the filter saves
- * a write and a read of T x S scores, but costs ~2 ms of fixed stages a call (sample scan, prep,
- * candidate select, H200 run 6 trace) and ~7% on the scan's gate; at 8,192 rows of <= 65,536 keys
- * materialize was 1.2-1.6x faster (prefills, run 5). Calls with many rows and S <= 262,144 keys
- * (LTK_CUDA_FUSED_DENSE_S; 0 = never). Few rows keep the filter: a dense select of one row is
- * one CTA over the whole row. */
+ * a write and a read of T x S scores, but costs ~3 ms of fixed stages a call at 8,192 rows (sample
+ * scan, prep, candidate select, vote) and a gate share of the scan that grows as S shrinks; on the
+ * H200 dense windows were faster up to S = 256K (8,192 rows: 5.1 vs 9.0 ms at 32K, 40.8 vs 42.4 at
+ * 256K) and even at 384-512K (bench/results/h200/s5-run2-72cdb9a). Calls with many rows and
+ * S <= 262,144 keys (LTK_CUDA_FUSED_DENSE_S; 0 = never). Few rows keep the filter: a dense select
+ * of one row is one CTA over the whole row. */
 static int fused_dense_wanted(const ltk_indexer_args *a) {
     const char *e = getenv("LTK_CUDA_FUSED_DENSE_S");
     const long long lim = e && *e ? atoll(e) : 262144;
@@ -443,7 +443,6 @@ static void scan_base(const ltk_indexer_args *a, const idx_plan *pl, ltk_scan_pa
     sp->watchdog_ns = watchdog_ns();
     sp->diag = pl->sm90 && sp->watchdog_ns > 0 ? diag_ptr() : NULL;
 }
-
 
 /* Exact dense top-k of rows [row0, row0 + nrows) or of the rows of a device list, window by
  * window: the scan kernel materializes scores into `logits`, then the dense select. */
