@@ -199,7 +199,7 @@ static ltk_status trace_step(idx_trace *tr, cudaStream_t st, const char *fmt, ..
  * a write and a read of T x S scores, but costs ~3 ms of fixed stages a call at 8,192 rows (sample
  * scan, prep, candidate select, vote) and a gate share of the scan that grows as S shrinks; on the
  * H200 dense windows were faster up to S = 256K (8,192 rows: 5.1 vs 9.0 ms at 32K, 40.8 vs 42.4 at
- * 256K) and even at 384-512K (bench/results/h200/s5-run2-72cdb9a). Calls with many rows and
+ * 256K), about even at 384-512K (bench/results/h200/s5-run2-72cdb9a). Calls with many rows and
  * S <= 262,144 keys (LTK_CUDA_FUSED_DENSE_S; 0 = never). Few rows keep the filter: a dense select
  * of one row is one CTA over the whole row. */
 static int fused_dense_wanted(const ltk_indexer_args *a) {
