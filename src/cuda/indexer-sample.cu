@@ -239,43 +239,23 @@ static __device__ int64_t prep_block_sum(int64_t v, int64_t *sh) {
 
 /* One radix pass's digit, by one whole warp: the bin (scanning down from the top) that holds the
  * kk-th best of the counted entries; the prefix gains the digit, kk loses what the bins above it
- * hold. Lane l owns bins 8l..8l+7. Why a warp: one thread walking up to 255 bins, four passes a
- * row, left the rest of the block waiting at the barrier (40% of the prep's stalls, ncu run 3). */
-static __device__ void prep_digit_warp(const int32_t *hist, uint32_t kk, uint32_t prefix, int shift,
+ * hold. Why a warp: one thread walking up to 255 bins, four passes a row, left the rest of the
+ * block waiting at the barrier (40% of the prep's stalls, ncu run 3). */
+static __device__ __forceinline__ void prep_digit_warp(const int32_t *hist, uint32_t kk, uint32_t prefix, int shift,
                                        uint32_t *prefix_o, uint32_t *kk_o) {
     const int lane = threadIdx.x & 31;
-    uint32_t v[8], sum = 0;
+    uint32_t v[LTK_NB / 32];
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        v[i] = (uint32_t)hist[lane * 8 + i];
-        sum += v[i];
-    }
-    uint32_t suf = sum; /* bins >= 8 lane */
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t y = __shfl_down_sync(0xffffffffu, suf, o);
-        if (lane + o < 32) suf += y;
-    }
-    /* the highest lane whose suffix reaches kk holds the digit (lane 0 if none does: digit 0) */
-    const uint32_t m = __ballot_sync(0xffffffffu, suf >= kk);
-    const int L = m ? 31 - __clz((int)m) : 0;
-    if (lane == L) {
-        uint32_t acc = suf - sum;
-        int d = 8 * L;
-#pragma unroll
-        for (int i = 7; i >= 1; i--) {
-            if (acc + v[i] >= kk) {
-                d = 8 * L + i;
-                break;
-            }
-            acc += v[i];
-        }
-        *prefix_o = prefix | ((uint32_t)d << shift);
-        *kk_o = kk - acc;
+    for (int i = 0; i < LTK_NB / 32; i++) v[i] = (uint32_t)hist[lane * (LTK_NB / 32) + i];
+    const uint2 r = ltk_warp_top_bin(v, kk, lane); /* (digit, count above it) */
+    if (lane == 0) {
+        *prefix_o = prefix | (r.x << shift);
+        *kk_o = kk - r.y;
     }
 }
 
-__global__ void __launch_bounds__(PREP_THREADS)
+/* (5 blocks an SM: 48 registers. With no minimum, ptxas chose 32 registers and spilled.) */
+__global__ void __launch_bounds__(PREP_THREADS, 5)
     smp_prep_kernel(const int32_t *ks, const int32_t *ke, int64_t S, int32_t k, int64_t row0, const float *sc,
                     int64_t ld, const int32_t *P, int64_t m_max, const int64_t *lohi, int skip_short, float *smin_o,
                     float *delta_o, int32_t *th_o, int32_t *cand_cnt, int staged, int prep_q) {

@@ -74,28 +74,14 @@ struct sel_src {
 static __device__ void sel_find_digit(sel_smem *sm, uint32_t kk) {
     if (threadIdx.x < 32) {
         const int lane = threadIdx.x;
-        uint32_t v[8], s = 0;
-        for (int i = 0; i < 8; i++) {
-            v[i] = sm->hist[lane * 8 + i];
-            s += v[i];
-        }
-        uint32_t suf = s;
-        for (int o = 1; o < 32; o <<= 1) {
-            uint32_t y = __shfl_down_sync(0xffffffffu, suf, o);
-            if (lane + o < 32) suf += y;
-        }
-        /* the lane whose bins hold the kk-th from the top */
-        if (suf >= kk && suf - s < kk) {
-            uint32_t acc = suf - s;
-            for (int i = 7; i >= 0; i--) {
-                if (acc + v[i] >= kk) {
-                    sm->digit = (uint32_t)(lane * 8 + i);
-                    sm->above = acc;
-                    sm->bucket = v[i];
-                    break;
-                }
-                acc += v[i];
-            }
+        uint32_t v[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = sm->hist[lane * 8 + i];
+        const uint2 r = ltk_warp_top_bin(v, kk, lane); /* (digit, count above it) */
+        if (lane == 0) {
+            sm->digit = r.x;
+            sm->above = r.y;
+            sm->bucket = sm->hist[r.x];
         }
     }
     __syncthreads();

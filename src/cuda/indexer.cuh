@@ -88,38 +88,44 @@ static __device__ __forceinline__ float ltk_edge(int th, float smin, float delta
     return ltk_rank_key_to_f32(lo);
 }
 
+/* One warp over a 256-bin histogram, lane l holding bins 8l..8l+7 in v: the highest bin d whose
+ * count from the top (bins >= d) reaches kk, or 0 if none does (.x), and the count in bins > d
+ * (.y). Every lane gets both. Shared by the refresh (threshold bin), the prep's radix passes and the
+ * candidate select's radix passes. */
+static __device__ __forceinline__ uint2 ltk_warp_top_bin(const uint32_t v[LTK_NB / 32], uint32_t kk, int lane) {
+    uint32_t sum = 0;
+#pragma unroll
+    for (int i = 0; i < LTK_NB / 32; i++) sum += v[i];
+    uint32_t suf = sum; /* bins >= 8 lane */
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t y = __shfl_down_sync(0xffffffffu, suf, o);
+        if (lane + o < 32) suf += y;
+    }
+    /* the highest lane whose suffix reaches kk holds d (lane 0 if none does: d = 0) */
+    const uint32_t m = __ballot_sync(0xffffffffu, suf >= kk);
+    const int L = m ? 31 - __clz((int)m) : 0;
+    uint32_t acc = suf - sum;
+    int d = (LTK_NB / 32) * L;
+#pragma unroll
+    for (int i = LTK_NB / 32 - 1; i >= 1; i--) {
+        if (acc + v[i] >= kk) {
+            d = (LTK_NB / 32) * L + i;
+            break;
+        }
+        acc += v[i];
+    }
+    return make_uint2((uint32_t)__shfl_sync(0xffffffffu, d, L), __shfl_sync(0xffffffffu, acc, L));
+}
+
 /* Threshold refresh of one row by one warp: th = max{b : sum_{j>=b} hist[j] >= k} (0 if none).
  * Reads with atomicOr: the histogram is being incremented concurrently by the math warps. */
 static __device__ __forceinline__ int32_t ltk_refresh_th(int32_t *hist, int32_t k, int lane) {
     int32_t *h = hist + lane * (LTK_NB / 32);
-    int32_t v[LTK_NB / 32], s = 0;
+    uint32_t v[LTK_NB / 32];
 #pragma unroll
-    for (int i = 0; i < LTK_NB / 32; i++) {
-        v[i] = atomicOr(h + i, 0);
-        s += v[i];
-    }
-    int32_t suf = s; /* inclusive suffix over lanes >= lane */
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        int32_t y = __shfl_down_sync(0xffffffffu, suf, o);
-        if (lane + o < 32) suf += y;
-    }
-    uint32_t m = __ballot_sync(0xffffffffu, suf >= k);
-    if (!m) return 0;
-    int L = 31 - __clz((int)m);
-    int32_t th = 0;
-    if (lane == L) {
-        int32_t acc = suf - s;
-#pragma unroll
-        for (int i = LTK_NB / 32 - 1; i >= 0; i--) {
-            acc += v[i];
-            if (acc >= k) {
-                th = lane * (LTK_NB / 32) + i;
-                break;
-            }
-        }
-    }
-    return __shfl_sync(0xffffffffu, th, L);
+    for (int i = 0; i < LTK_NB / 32; i++) v[i] = (uint32_t)atomicOr(h + i, 0);
+    return (int32_t)ltk_warp_top_bin(v, (uint32_t)k, lane).x;
 }
 
 /* Clamped visible range of row t (device ranges are not validated by the front end). */
