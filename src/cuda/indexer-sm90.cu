@@ -54,6 +54,9 @@ template <int H> struct sm90_cfg {
         BQ = 128 / H,
         NE = 2 * BQ / 4,                   /* owned (key, query) sums per lane after the reduce-scatter */
         LISTQ = H == 64 ? 64 : 32,         /* staging entries per (warp, query) */
+        LANE_Q = NE >= 2 ? NE / 2 : 1,     /* queries a lane owns sums of (one list slot each) */
+        LANE_ADD = NE >= 2 ? 2 : 1,        /* sums a lane adds to one slot per tile, at most */
+        LANE_CAP = BQ * LISTQ / 32 / LANE_Q, /* staged entries per (lane, slot): 4 for H = 16, 32, 64 */
         JPQ = H / 8,                       /* accumulator column groups (of 8) per query */
         KV_BYTES = SM90_NSTAGE * SM90_BKV * 128,
         Q_BYTES = 2 * 128 * 128,
@@ -72,6 +75,10 @@ template <int H> struct sm90_cfg {
         SMEM = OFF_BAR + 8 * (2 * SM90_NSTAGE + 4) + 1024 /* base alignment slack */
     };
 };
+
+static_assert(sm90_cfg<16>::LANE_CAP > sm90_cfg<16>::LANE_ADD && sm90_cfg<32>::LANE_CAP > sm90_cfg<32>::LANE_ADD &&
+                  sm90_cfg<64>::LANE_CAP > sm90_cfg<64>::LANE_ADD,
+              "a lane's list must hold a tile's passes after a flush");
 
 /* The device code below exists only in the sm_90a pass (other passes compile an empty kernel). */
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -197,19 +204,44 @@ static __device__ __forceinline__ void sm90_wait(uint64_t *bar, uint32_t parity,
     }
 }
 
-/* One warp appends its n staged candidates of local row lr to the row's buffer: one atomicAdd
- * reserves the slots; slots past the capacity are counted but not written (the row's count then
- * exceeds cap and the host side redoes the row exactly). */
-static __device__ __forceinline__ void sm90_flush(const ltk_scan_params &p, int32_t lr, const ltk_cand *staged,
-                                                  int32_t n, int lane) {
-    int32_t base = 0;
-    if (lane == 0) base = atomicAdd(p.cand_cnt + lr, n);
-    base = __shfl_sync(0xffffffffu, base, 0);
-    for (int i = lane; i < n; i += 32) {
-        int64_t pos = (int64_t)base + i;
-        if (pos < p.cap) p.cand[(int64_t)lr * p.cap + pos] = staged[i];
+/* One warp appends what its lanes staged to the rows' buffers. Each lane keeps its own list per
+ * query it owns (slot j: the query (c * NE + 2j) / 2 of lane class c = lane & 3), so that staging
+ * a passing sum is a plain shared store with no warp vote. Here the lanes owning one query (one
+ * or two lane classes) sum their counts with a shuffle scan, one lane reserves the slots with one
+ * atomicAdd, and each lane copies its entries. Slots past the capacity are counted but not
+ * written (the row's count then exceeds cap and the host side redoes the row exactly). */
+template <int NE, int LANE_Q, int LANE_CAP>
+static __device__ __forceinline__ void sm90_flush_lanes(const ltk_scan_params &p, const sm90_row *row_s,
+                                                        const ltk_cand *list, int32_t *n, int lane) {
+    const int c = lane & 3;
+#pragma unroll
+    for (int j = 0; j < LANE_Q; j++) {
+        const int v = n[j];
+        int incl = v; /* inclusive prefix over the lanes of class c (lanes c, c + 4, ...) */
+#pragma unroll
+        for (int d = 4; d < 32; d <<= 1) {
+            const int y = __shfl_up_sync(0xffffffffu, incl, d);
+            if (lane >= d) incl += y;
+        }
+        int excl = incl - v;
+        int qtot = __shfl_sync(0xffffffffu, incl, 28 + c);
+        if (NE == 1) { /* classes 2q and 2q + 1 own query q: the even class goes first */
+            const int other = __shfl_sync(0xffffffffu, incl, 28 + (c ^ 1));
+            if (c & 1) excl += other;
+            qtot += other;
+        }
+        const int leader = NE == 1 ? (c & ~1) : c;
+        const int q = (c * NE + 2 * j) >> 1;
+        const int32_t lr = row_s[q].lr;
+        int32_t base = 0;
+        if (lane == leader && qtot > 0) base = atomicAdd(p.cand_cnt + lr, qtot);
+        base = __shfl_sync(0xffffffffu, base, leader);
+        for (int e = 0; e < v; e++) {
+            const int64_t pos = (int64_t)base + excl + e;
+            if (pos < p.cap) p.cand[(int64_t)lr * p.cap + pos] = list[(j * LANE_CAP + e) * 32 + lane];
+        }
+        n[j] = 0;
     }
-    __syncwarp();
 }
 
 #endif
@@ -220,7 +252,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                          const __grid_constant__ CUtensorMap tm_ks, const ltk_scan_params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef sm90_cfg<H> cfg;
-    const int BQ = cfg::BQ, NE = cfg::NE, LISTQ = cfg::LISTQ;
+    const int BQ = cfg::BQ, NE = cfg::NE, LANE_Q = cfg::LANE_Q, LANE_CAP = cfg::LANE_CAP;
     /* No static shared memory in this kernel: the dynamic buffer starts at the (1024-aligned) base
      * of the CTA's window, as the 128-byte swizzle of TMA and wgmma requires. Indexing the
      * __shared__ array directly keeps shared-space addressing (LDS/STS, not generic loads). */
@@ -353,7 +385,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const int wq = warp - 4;              /* math warp 0..15 */
     const int c = lane & 3;
     const int mrow = (warp & 3) * 16 + (lane >> 2);
-    ltk_cand *my_stage = stage_s + wq * (BQ * LISTQ);
+    ltk_cand *my_stage = stage_s + wq * (32 * LANE_Q * LANE_CAP);
     float acc[64];
 #pragma unroll
     for (int i = 0; i < 64; i++) acc[i] = 0.0f;
@@ -416,9 +448,9 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             my_lo[i] = row_s[f >> 1].lo; /* lane-dependent index: read shared memory, not lo[] */
             my_hi[i] = row_s[f >> 1].hi;
         }
-        int32_t cnt[BQ];
+        int32_t cnt[LANE_Q]; /* entries this lane has staged per slot */
 #pragma unroll
-        for (int q = 0; q < BQ; q++) cnt[q] = 0;
+        for (int j = 0; j < LANE_Q; j++) cnt[j] = 0;
 
         const int qs = (int)(it & 1);
         sm90_wait(&qfull_b[qs], (uint32_t)((it >> 1) & 1), p, 2, 2, u, it, -1, qs);
@@ -519,73 +551,44 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 }
                 continue;
             }
-            /* ---- gate; passing entries go to this warp's staging list of their query ---- */
-            bool pass[NE];
-            bool any = false;
+            /* ---- gate; a passing sum goes to this lane's own list for its query ---- */
             /* the rows' edges, read by BQ lanes and shuffled: 32 lanes reading 1-2 addresses with
              * atomics (an atomic so that racecheck sees the refresh warp's store) were serialised,
              * 16% of the kernel's shared-memory wavefronts in ncu */
             float edge_l = 0.0f;
             if (lane < BQ) edge_l = __int_as_float(atomicOr((int32_t *)&row_s[lane].edge, 0));
+            bool full = false;
 #pragma unroll
             for (int i = 0; i < NE; i++) {
                 const int f = c * NE + i;
+                const int qf = f >> 1;
+                const int j = NE >= 2 ? i >> 1 : 0;
                 const uint32_t key = kbase + 8 * (f & 1);
-                const float edge = __shfl_sync(0xffffffffu, edge_l, f >> 1);
-                pass[i] = sc[i] >= edge && key - (uint32_t)my_lo[i] < (uint32_t)(my_hi[i] - my_lo[i]);
-                any |= pass[i];
-            }
-            if (__any_sync(0xffffffffu, any)) {
-                /* One ballot per owned sum i: for a given i the lanes of query q are fixed lane
-                 * classes (c = lane & 3), so each query's slots come from the ballot masked to its
-                 * classes (BQ ballots per i before). */
-                const uint32_t lt = (1u << lane) - 1u;
-#pragma unroll
-                for (int i = 0; i < NE; i++) {
-                    const int f = c * NE + i;
-                    const int qf = f >> 1;
-                    const uint32_t m = __ballot_sync(0xffffffffu, pass[i]);
-                    if (m == 0u) continue;
-                    uint32_t mine_m = 0u; /* the lane classes that own query qf at this i */
-#pragma unroll
-                    for (int cc = 0; cc < 4; cc++)
-                        if (((cc * NE + i) >> 1) == qf) mine_m |= 0x11111111u << cc;
-                    int base = 0;
-#pragma unroll
-                    for (int q = 0; q < BQ; q++) base = qf == q ? cnt[q] : base;
-                    if (pass[i]) {
-                        ltk_cand e;
-                        e.score = sc[i];
-                        e.idx = (int32_t)(kbase + 8 * (f & 1));
-                        my_stage[qf * LISTQ + base + __popc(m & mine_m & lt)] = e;
-                        /* fire-and-forget: only the refresh warp reads the histogram */
-                        atomicAdd(hist_s + qf * LTK_NB + ltk_bin(sc[i], row_s[qf].smin, row_s[qf].delta), 1);
-                    }
-#pragma unroll
-                    for (int q = 0; q < BQ; q++) {
-                        uint32_t qm = 0u;
-#pragma unroll
-                        for (int cc = 0; cc < 4; cc++)
-                            if (((cc * NE + i) >> 1) == q) qm |= 0x11111111u << cc;
-                        cnt[q] += __popc(m & qm);
-                    }
-                }
-                __syncwarp();
-#pragma unroll
-                for (int q = 0; q < BQ; q++) {
-                    if (cnt[q] > LISTQ - 16) { /* room for one more tile's 16 entries, else flush */
-                        sm90_flush(p, row_s[q].lr, my_stage + q * LISTQ, cnt[q], lane);
-                        cnt[q] = 0;
-                    }
+                const float edge = __shfl_sync(0xffffffffu, edge_l, qf);
+                /* Why lane-private lists: a warp-wide ballot, popc and count update per passing
+                 * warp-tile (~40 instructions) was the gate's whole cost over the scan alone
+                 * (~5% of a V3.2 prefill); now a pass is one shared store and one histogram add. */
+                if (sc[i] >= edge && key - (uint32_t)my_lo[i] < (uint32_t)(my_hi[i] - my_lo[i])) {
+                    ltk_cand e;
+                    e.score = sc[i];
+                    e.idx = (int32_t)key;
+                    my_stage[(j * LANE_CAP + cnt[j]) * 32 + lane] = e;
+                    cnt[j]++;
+                    /* fire-and-forget: only the refresh warp reads the histogram */
+                    atomicAdd(hist_s + qf * LTK_NB + ltk_bin(sc[i], row_s[qf].smin, row_s[qf].delta), 1);
                 }
             }
+#pragma unroll
+            for (int j = 0; j < LANE_Q; j++) full |= cnt[j] > LANE_CAP - cfg::LANE_ADD; /* no room for a next tile */
+            if (__any_sync(0xffffffffu, full)) sm90_flush_lanes<NE, LANE_Q, LANE_CAP>(p, row_s, my_stage, cnt, lane);
         }
         /* ---- end of unit: release the Q tile, flush what is staged, tell the refresh warp ---- */
         if (lane == 0) ltk_mbar_arrive(&qempty_b[qs]);
         if (p.mode != LTK_SCAN_MATERIALIZE) {
+            bool some = false;
 #pragma unroll
-            for (int q = 0; q < BQ; q++)
-                if (cnt[q] > 0) sm90_flush(p, row_s[q].lr, my_stage + q * LISTQ, cnt[q], lane);
+            for (int j = 0; j < LANE_Q; j++) some |= cnt[j] > 0;
+            if (__any_sync(0xffffffffu, some)) sm90_flush_lanes<NE, LANE_Q, LANE_CAP>(p, row_s, my_stage, cnt, lane);
         }
         if (lane == 0) atomicAdd(done_s, 1);
     }
