@@ -52,9 +52,15 @@ qab: LTK_CUDA_PREP_Q=3 LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py
 cli32: for a in score_only,fused fused,score_only; do gpu-bin/litetopk bench dsa --T 8192 --S 1048576 --H 32 --D 128 --k 2048 --chunk 8192 --backend cuda --algos $a --reps 3 --warmup 1 --json "$OUT/bench.jsonl" | grep -E "^  (fused|score_only) "; done
 othr: gpu-bin/test-cuda-select | tail -3; gpu-bin/test-cuda-knn | tail -3; LTK_CUDA_KNN_SM90=0 gpu-bin/test-cuda-knn | tail -2
 knnq: gpu-bin/test-cuda-knn | tail -2; python3 bench/gpu_knn_torch.py --quick --json "${OUT:-.}/bench.jsonl"
-# (ktl: one kNN call's kernels on a timeline (torch profiler), the fallback launches skipped after a
-#  host read of the flag (default) vs always launched (LTK_CUDA_KNN_FB_SKIP=0).)
-ktl: for s in 1 0; do LTK_CUDA_KNN_FB_SKIP=$s python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192; done
+# (ktl: one kNN call's kernels on a timeline (torch profiler). Session 6 run 3 compared a host read
+#  of the fallback flag with always launching the fallback passes; the read is gone since.)
+ktl: python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192
 ktl: python3 bench/knn_timeline.py --B 64 --N 2097152 --k 128,8192
 # (p16k: the V3.2 L = 1M prefill in chunks of 16,384 queries.)
 p16k: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --chunk 16384 --algos fused --json "$OUT/bench.jsonl"
+# (kqi: the batch sweep at N = 5M, k = 1024 with 64- and 128-query items of the sm_90a loop, same
+#  process; B >= 256 also checks that both give the same bits.)
+kqi: python3 bench/gpu_knn_torch.py --sweep-only --qi 64,128 --json "${OUT:-.}/bench.jsonl"
+# (ksan: compute-sanitizer memcheck and racecheck on test-cuda-knn --small; knt: the whole kNN table.)
+ksan: for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done
+knt: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"

@@ -33,6 +33,10 @@ def main():
                     help="only a per-kernel breakdown (torch.profiler / CUPTI) of fused calls at N=5M, k=1024")
     ap.add_argument("--loops", default=None,
                     help="main loops to compare in one run: mma, wgmma (sets LTK_CUDA_KNN_SM90 per call)")
+    ap.add_argument("--sweep-only", action="store_true", help="only the batch sweep at the largest N")
+    ap.add_argument("--qi", default=None,
+                    help="batch sweep: queries per work item of the sm_90a loop to compare, e.g. 64,128 "
+                         "(LTK_CUDA_KNN_QI per call; B >= 256 then also checks that both give the same bits)")
     args = ap.parse_args()
     loops = args.loops.split(",") if args.loops else [None]
     if args.profile:
@@ -67,7 +71,7 @@ def main():
             out.write(line + "\n")
             out.flush()
 
-    for N in Ns:
+    for N in (Ns if not args.sweep_only else []):
         x = xall[:N]
         for k in Ks:
             oi = torch.empty(B, k, dtype=torch.int64, device="cuda")
@@ -109,12 +113,29 @@ def main():
         k = 1024
         oi = torch.empty(Bs, k, dtype=torch.int64, device="cuda")
         osc = torch.empty(Bs, k, dtype=torch.float32, device="cuda")
+        qis = args.qi.split(",") if args.qi else [None]
+        first = None
         for lp in loops:
             set_loop(lp)
-            ws = lib.knn(qq, x, k, oi, osc, algo="fused")
-            ms = time_ms(lambda: lib.knn(qq, x, k, oi, osc, algo="fused"), reps=3 if Bs >= 1024 else 10, warmup=1)
-            emit(dict(algo="fused", B=Bs, N=N, k=k, median_ms=ms, aux_bytes=ws, sweep="B",
-                      ms_per_query=ms / Bs, TFLOPs=2 * Bs * N * D / (ms * 1e9)))
+            for qi in qis:
+                if qi is not None:
+                    os.environ["LTK_CUDA_KNN_QI"] = qi
+                ws = lib.knn(qq, x, k, oi, osc, algo="fused")
+                same = None
+                if qi is not None and Bs >= 256:  # every item size must give the same exact answer
+                    if first is None:
+                        first = (oi.clone(), osc.clone())
+                    else:
+                        same = bool(torch.equal(first[0], oi)) and bool(torch.equal(first[1], osc))
+                ms = time_ms(lambda: lib.knn(qq, x, k, oi, osc, algo="fused"), reps=3 if Bs >= 1024 else 10, warmup=1)
+                r = dict(algo="fused", B=Bs, N=N, k=k, median_ms=ms, aux_bytes=ws, sweep="B",
+                         ms_per_query=ms / Bs, TFLOPs=2 * Bs * N * D / (ms * 1e9))
+                if qi is not None:
+                    r["qi"] = int(qi)
+                if same is not None:
+                    r["same_as_first_qi"] = same
+                emit(r)
+        os.environ.pop("LTK_CUDA_KNN_QI", None)
         del qq, oi, osc
         torch.cuda.empty_cache()
     if args.plot:

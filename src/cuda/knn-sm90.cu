@@ -1,7 +1,7 @@
 /* sm_90a scoring main loop of the kNN (bf16 / f16): wgmma with fp32 accumulation, TMA loads into
  * an mbarrier ring, one producer thread and two math warp groups, a persistent grid of one CTA per
  * SM. It replaces only the main loop of knn.cu's mma.sync kernel: the work items (256 base rows x
- * 64 queries), the epilogues (knn_emit: STORE / GATE / HIST / TAKE) and everything around them
+ * 64 queries, or 128 for large batches: ks_cfg below), the epilogues (knn_emit: STORE / GATE / HIST / TAKE) and everything around them
  * (sample, threshold, check, exact fallback, final select) are the same code.
  *
  * Why: the mma.sync loop runs at ~140 TFLOP/s whatever the batch (bench/results/h200/
@@ -35,20 +35,38 @@
 #include "knn.cuh"
 #include "ptx.cuh"
 
-#define KS_BN 256                   /* base rows per work item (2 math warp groups x 128) */
+#define KS_BN 256                   /* base rows per work item */
 #define KS_BK 64                    /* elements of D per stage: one 128-byte swizzle row */
-#define KS_NST 5                    /* stages */
 #define KS_THREADS 384              /* producer warp group + 2 math warp groups */
 #define KS_MATH_WARPS 8
 #define KS_X_BYTES (KS_BN * 128)    /* 32 KB */
-#define KS_Q_BYTES (KNN_BQ * 128)   /* 8 KB */
-#define KS_STAGE_BYTES (KS_X_BYTES + KS_Q_BYTES)
-
-struct ks_misc {
-    float xn[KS_BN];
-    uint64_t full[KS_NST], empty[KS_NST];
+/* Queries per work item, QI = 64 or 128. 64: the two math groups split the item's base rows (128
+ * each) and share its 64 queries. 128 (large batches): group g takes queries 64g..64g+63 against
+ * all 256 rows, two m64n128 accumulators a thread. Why: a batch of B queries reads the corpus
+ * B / QI times through L2; at B = 1024 with QI = 64 the loop ran at 57-59% of the GEMM rate with
+ * neither L2 (65%) nor the tensor pipe (60%) saturated (ncu, knn-gate): a stage of 128 queries
+ * carries twice the FLOPs for 1.2x the bytes. */
+template <int QI> struct ks_cfg {
+    enum {
+        NST = QI == 128 ? 4 : 5,        /* stages: 48 KB or 40 KB each */
+        Q_BYTES = QI * 128,
+        STAGE_BYTES = KS_X_BYTES + Q_BYTES,
+        NACC = QI == 128 ? 2 : 1,       /* m64n128 accumulator sets a thread */
+    };
 };
-#define KS_SMEM (KS_NST * KS_STAGE_BYTES + (int)sizeof(ks_misc) + 1024 /* base alignment slack */)
+template <int QI> struct ks_misc {
+    float xn[2][KS_BN]; /* |x|^2 of the item's rows, by item parity */
+    uint64_t full[ks_cfg<QI>::NST], empty[ks_cfg<QI>::NST];
+};
+template <int QI> constexpr int ks_smem() {
+    return ks_cfg<QI>::NST * ks_cfg<QI>::STAGE_BYTES + (int)sizeof(ks_misc<QI>) + 1024; /* base alignment slack */
+}
+/* Register split of the 128-query build: the launch gives 168 a thread (65536 / 384); the producer
+ * group gives back 128 x (168 - 40), which the math groups take: 256 x (232 - 168). */
+#define KS_REG_PRODUCER 40
+#define KS_REG_MATH 232
+static_assert(128 * (168 - KS_REG_PRODUCER) >= 256 * (KS_REG_MATH - 168), "setmaxnreg pool");
+static_assert(65536 / KS_THREADS / 8 * 8 == 168, "the launch allocation the split assumes");
 
 /* D[64x128] (+)= A[64x16] * B[128x16]^T, bf16 or f16 from shared memory (K-major), fp32 in registers. */
 template <int DT>
@@ -113,17 +131,17 @@ template <int DT> static __device__ __forceinline__ float ks_sq8(const uint8_t *
 }
 #endif
 
-/* The GATE epilogue of one item: the thread's 64 entries (queries qa and qa + 8, base rows
- * 128 wg + 8 j + 2 (lane % 4) (+1)) gated into a bit mask, then one atomicAdd per query with passes
+/* The GATE epilogue of one item: the thread's 64 entries of one accumulator set (queries qa and
+ * qa + 8, base rows 128 half + 8 j + 2 (lane % 4) (+1)) gated into a bit mask, then one atomicAdd per query with passes
  * reserves the slots, then the writes. Why: a returning atomic per passing entry (knn_emit) stalled
  * the warp on an L2 round trip each time, ~1 us under full HBM load and several per item, which
  * the ring could not hide (fused 2.33 ms vs score-only 2.01 ms at B = 64, N = 5M). */
 template <bool IP>
 static __device__ __forceinline__ void ks_gate(const knn_params &p, const float (&acc)[64], const float *xn,
-                                               const float (&qn_r)[2], const uint32_t (&thr_r)[2], int wg, int lane,
+                                               const float (&qn_r)[2], const uint32_t (&thr_r)[2], int half, int lane,
                                                int64_t n0, int qa) {
     const int64_t lim = p.n - n0; /* rows of this item inside the launch */
-    const int rb = wg * 128 + 2 * (lane & 3);
+    const int rb = half * 128 + 2 * (lane & 3);
     uint32_t pm[2] = {0u, 0u}; /* bit 2 j + b of pm[h]: entry (row rb + 8 j + b, query qa + 8 h) passes */
 #pragma unroll
     for (int j = 0; j < 16; j++)
@@ -156,19 +174,22 @@ static __device__ __forceinline__ void ks_gate(const knn_params &p, const float 
     }
 }
 
-template <int DT, int MODE>
+template <int DT, int MODE, int QI>
 __global__ void __launch_bounds__(KS_THREADS, 1)
     ks_score_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_q,
                     const knn_params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef ks_cfg<QI> cfg;
+    const int KS_NST = cfg::NST, KS_STAGE_BYTES = cfg::STAGE_BYTES, NACC = cfg::NACC;
     extern __shared__ __align__(1024) uint8_t smem[];
     uint8_t *stages = smem; /* stage s: base tile at s * KS_STAGE_BYTES, query tile after it */
-    ks_misc *m = (ks_misc *)(smem + KS_NST * KS_STAGE_BYTES);
+    ks_misc<QI> *m = (ks_misc<QI> *)(smem + KS_NST * KS_STAGE_BYTES);
 
     const int64_t ntiles = (p.n + KS_BN - 1) / KS_BN;
-    const int qblocks = (p.nq + KNN_BQ - 1) / KNN_BQ;
+    const int qblocks = (p.nq + QI - 1) / QI;
     const int64_t items = ntiles * qblocks;
-    if ((MODE == KNN_HIST || MODE == KNN_TAKE) && !p.fb_any[qblocks]) return; /* uniform: nothing to redo */
+    /* uniform: nothing to redo (fb_any holds one flag per KNN_BQ queries, then the "any" slot) */
+    if ((MODE == KNN_HIST || MODE == KNN_TAKE) && !p.fb_any[(p.nq + KNN_BQ - 1) / KNN_BQ]) return;
     if ((int64_t)blockIdx.x >= items) return;
     const int nk = (p.D + KS_BK - 1) / KS_BK;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -186,11 +207,12 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
 
     if (warp < 4) {
         /* ---- producer: one thread streams (item, k-step) pairs through the ring ---- */
+        if (QI == 128) ltk_setmaxnreg_dec<KS_REG_PRODUCER>();
         if (threadIdx.x != 0) return;
         int stage = 0;
         uint32_t phase = 0;
         for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
-            const int32_t n0 = (int32_t)((w / qblocks) * KS_BN), q0 = (int32_t)(w % qblocks) * KNN_BQ;
+            const int32_t n0 = (int32_t)((w / qblocks) * KS_BN), q0 = (int32_t)(w % qblocks) * QI;
             for (int kt = 0; kt < nk; kt++) {
                 ks_wait(&m->empty[stage], phase ^ 1u);
                 uint8_t *a = stages + stage * KS_STAGE_BYTES;
@@ -206,19 +228,25 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
         return;
     }
 
-    /* ---- math warp groups: each on its own, meeting the other only at the ring's barriers ---- */
+    /* ---- math warp groups: each on its own, meeting the other only at the ring's barriers (and,
+     * for L2 / cosine with 128-query items, where each group reads the other's |x|^2) ---- */
+    if (QI == 128) ltk_setmaxnreg_inc<KS_REG_MATH>();
     const int mt = threadIdx.x - 128;            /* 0..255: also the base row whose |x|^2 it sums */
     const int wg = mt >> 7, wl = (mt >> 5) & 3;
-    const int qa = 16 * wl + (lane >> 2);        /* this thread's queries: qa and qa + 8 */
+    const int qg = QI == 128 ? 64 * wg : 0;      /* the group's first query in the item */
+    const int qa = qg + 16 * wl + (lane >> 2);   /* this thread's queries: qa and qa + 8 */
     const bool need_xn = p.metric != LTK_METRIC_IP;
-    float acc[64];
+    float acc[NACC][64];
 #pragma unroll
-    for (int i = 0; i < 64; i++) acc[i] = 0.0f; /* (overwritten: the first k-step has scale-d 0) */
+    for (int s2 = 0; s2 < NACC; s2++)
+#pragma unroll
+        for (int i = 0; i < 64; i++) acc[s2][i] = 0.0f; /* (overwritten: the first k-step has scale-d 0) */
     int stage = 0;
     uint32_t phase = 0;
-    for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+    int64_t it = 0;
+    for (int64_t w = blockIdx.x; w < items; w += gridDim.x, it++) {
         const int64_t n0 = (w / qblocks) * KS_BN;
-        const int q0 = (int)(w % qblocks) * KNN_BQ;
+        const int q0 = (int)(w % qblocks) * QI;
         float qn_r[2] = {0.0f, 0.0f};
         uint32_t thr_r[2] = {0xffffffffu, 0xffffffffu};
 #pragma unroll
@@ -229,19 +257,34 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
                 if (MODE == KNN_GATE) thr_r[h] = p.thr[qq];
             }
         }
-        ltk_named_bar_sync(1 + wg, 128); /* this group's previous epilogue has read its xn */
+        float *xn = m->xn[it & 1];
+        /* 64-query items: this group's previous epilogue has read its xn (its own rows only) */
+        if (QI == 64) ltk_named_bar_sync(1 + wg, 128);
         float xs = 0.0f;
         int prev = 0;
         for (int kt = 0; kt < nk; kt++) {
             ks_wait(&m->full[stage], phase);
             const uint8_t *a = stages + stage * KS_STAGE_BYTES;
-            const uint64_t da = ltk_desc_sw128(a + KS_X_BYTES);
-            const uint64_t db = ltk_desc_sw128(a + wg * (128 * 128));
 #pragma unroll
-            for (int i = 0; i < 64; i++) ltk_fence_operand(acc[i]);
+            for (int s2 = 0; s2 < NACC; s2++)
+#pragma unroll
+                for (int i = 0; i < 64; i++) ltk_fence_operand(acc[s2][i]);
             ltk_wgmma_fence();
+            if (QI == 64) {
+                const uint64_t da = ltk_desc_sw128(a + KS_X_BYTES);
+                const uint64_t db = ltk_desc_sw128(a + wg * (128 * 128));
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++) ks_wgmma<DT>(acc, da + 2 * kk, db + 2 * kk, kt > 0 || kk > 0);
+                for (int kk = 0; kk < 4; kk++) ks_wgmma<DT>(acc[0], da + 2 * kk, db + 2 * kk, kt > 0 || kk > 0);
+            } else {
+                const uint64_t da = ltk_desc_sw128(a + KS_X_BYTES + wg * (64 * 128));
+#pragma unroll
+                for (int s2 = 0; s2 < NACC; s2++) {
+                    const uint64_t db = ltk_desc_sw128(a + s2 * (128 * 128));
+#pragma unroll
+                    for (int kk = 0; kk < 4; kk++)
+                        ks_wgmma<DT>(acc[s2], da + 2 * kk, db + 2 * kk, kt > 0 || kk > 0);
+                }
+            }
             ltk_wgmma_commit();
             if (need_xn) { /* while the tensor cores run: this thread's base row, in element order */
 #pragma unroll
@@ -259,24 +302,34 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
         }
         ltk_wgmma_wait<0>();
 #pragma unroll
-        for (int i = 0; i < 64; i++) ltk_fence_operand(acc[i]);
+        for (int s2 = 0; s2 < NACC; s2++)
+#pragma unroll
+            for (int i = 0; i < 64; i++) ltk_fence_operand(acc[s2][i]);
         if (lane == 0) ltk_mbar_arrive(&m->empty[prev]);
-        if (need_xn) m->xn[mt] = xs;
-        ltk_named_bar_sync(1 + wg, 128); /* xn of this group's rows is visible */
-        if ((MODE == KNN_HIST || MODE == KNN_TAKE) && !p.fb_any[q0 / KNN_BQ]) continue;
-        if constexpr (MODE == KNN_GATE) {
-            /* inner product (the common case) without the |x|^2 reads: fewer live registers */
-            if (p.metric == LTK_METRIC_IP) ks_gate<true>(p, acc, m->xn, qn_r, thr_r, wg, lane, n0, q0 + qa);
-            else ks_gate<false>(p, acc, m->xn, qn_r, thr_r, wg, lane, n0, q0 + qa);
-        } else {
+        if (need_xn) xn[mt] = xs;
+        /* xn of the rows this thread reads is visible: its own group's (64-query items), both groups'
+         * (128-query items; the other parity buffer is still being read by the slower group, which
+         * passed this barrier of the previous item before either could write it again) */
+        if (QI == 64) ltk_named_bar_sync(1 + wg, 128);
+        else if (need_xn) ltk_named_bar_sync(1, 256);
+        if ((MODE == KNN_HIST || MODE == KNN_TAKE) && !p.fb_any[(q0 + qg) / KNN_BQ]) continue;
 #pragma unroll
-            for (int j = 0; j < 16; j++)
+        for (int s2 = 0; s2 < NACC; s2++) {
+            const int half = QI == 64 ? wg : s2; /* which 128 rows of the item acc[s2] holds */
+            if constexpr (MODE == KNN_GATE) {
+                /* inner product (the common case) without the |x|^2 reads: fewer live registers */
+                if (p.metric == LTK_METRIC_IP) ks_gate<true>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa);
+                else ks_gate<false>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa);
+            } else {
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int h = e >> 1, row = wg * 128 + 8 * j + 2 * (lane & 3) + (e & 1);
-                    const float sc = knn_score(acc[4 * j + e], qn_r[h], m->xn[row], p.metric);
-                    knn_emit<MODE>(p, thr_r, n0 + row, q0 + qa + 8 * h, h, sc);
-                }
+                for (int j = 0; j < 16; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int h = e >> 1, row = half * 128 + 8 * j + 2 * (lane & 3) + (e & 1);
+                        const float sc = knn_score(acc[s2][4 * j + e], qn_r[h], xn[row], p.metric);
+                        knn_emit<MODE>(p, thr_r, n0 + row, q0 + qa + 8 * h, h, sc);
+                    }
+            }
         }
     }
 #endif
@@ -287,7 +340,7 @@ static int ks_image_ok(void) {
     static int ok = -1;
     if (ok < 0) {
         cudaFuncAttributes fa;
-        cudaError_t e = cudaFuncGetAttributes(&fa, ks_score_kernel<2, KNN_GATE>);
+        cudaError_t e = cudaFuncGetAttributes(&fa, ks_score_kernel<2, KNN_GATE, 64>);
         if (e != cudaSuccess) (void)cudaGetLastError();
         ok = e == cudaSuccess && fa.binaryVersion == 90;
     }
@@ -321,21 +374,49 @@ static ltk_status ks_tmap(CUtensorMap *tm, const void *base, int D, int64_t rows
     return LTK_OK;
 }
 
-template <int DT, int MODE> ltk_status ltk_knn_sm90_launch(const knn_params &p, int sms, cudaStream_t st) {
+/* 128-query items from this many queries in a launch (LTK_CUDA_KNN_QI=64 keeps 64-query items):
+ * below it the second group's 64 queries would be mostly padding. */
+#define KS_QI128_MIN 256
+static int ks_qi128_allowed(void) { /* read at every launch: benchmarks switch it within a process */
+    const char *e = getenv("LTK_CUDA_KNN_QI");
+    return !(e && !strcmp(e, "64"));
+}
+
+template <int DT, int MODE, int QI> static ltk_status ks_launch(const knn_params &p, int sms, cudaStream_t st) {
     static int attr_set = 0;
     if (!attr_set) {
-        LTK_SEL_TRY(cudaFuncSetAttribute(ks_score_kernel<DT, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, KS_SMEM));
+        LTK_SEL_TRY(cudaFuncSetAttribute(ks_score_kernel<DT, MODE, QI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         ks_smem<QI>()));
         attr_set = 1;
     }
     CUtensorMap tx, tq;
     LTK_FORWARD_IF(ks_tmap(&tx, p.x, p.D, p.n, p.x_stride, KS_BN, DT));
-    LTK_FORWARD_IF(ks_tmap(&tq, p.q, p.D, p.nq, p.q_stride, KNN_BQ, DT));
-    const int64_t items = ((p.n + KS_BN - 1) / KS_BN) * ((p.nq + KNN_BQ - 1) / KNN_BQ);
+    LTK_FORWARD_IF(ks_tmap(&tq, p.q, p.D, p.nq, p.q_stride, QI, DT));
+    const int64_t items = ((p.n + KS_BN - 1) / KS_BN) * ((p.nq + QI - 1) / QI);
     const int grid = (int)(items < sms ? items : sms);
     if (grid < 1) return LTK_OK;
-    ks_score_kernel<DT, MODE><<<grid, KS_THREADS, KS_SMEM, st>>>(tx, tq, p);
+    ks_score_kernel<DT, MODE, QI><<<grid, KS_THREADS, ks_smem<QI>(), st>>>(tx, tq, p);
     LTK_SEL_TRY(cudaGetLastError());
     return LTK_OK;
+}
+
+/* The register split above assumes a launch allocation of 168 a thread; with any other the math
+ * groups could wait forever in setmaxnreg. Checked once per build of the kernel. */
+template <int DT, int MODE> static int ks_qi128_regs_ok(void) {
+    static int ok = -1;
+    if (ok < 0) {
+        cudaFuncAttributes fa;
+        cudaError_t e = cudaFuncGetAttributes(&fa, ks_score_kernel<DT, MODE, 128>);
+        if (e != cudaSuccess) (void)cudaGetLastError();
+        ok = e == cudaSuccess && fa.numRegs == 168;
+    }
+    return ok;
+}
+
+template <int DT, int MODE> ltk_status ltk_knn_sm90_launch(const knn_params &p, int sms, cudaStream_t st) {
+    if (p.nq >= KS_QI128_MIN && ks_qi128_allowed() && ks_qi128_regs_ok<DT, MODE>())
+        return ks_launch<DT, MODE, 128>(p, sms, st);
+    return ks_launch<DT, MODE, 64>(p, sms, st);
 }
 
 #define KS_INST(DT)                                                                                          \

@@ -658,34 +658,38 @@ static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st
     return LTK_OK;
 }
 
+/* The dynamic shared memory of the final and output kernels, set only when a call needs more than
+ * before on this device (each call paid two attribute sets at its start, while the GPU waits for
+ * the first launch). Raised under a lock and never lowered, so that no call can shrink the limit
+ * under another's launch; one record for all dtypes (a per-template copy of it let an fp32 call
+ * lower the limit that a bf16 call's record still counted on). */
+static ltk_status knn_fin_smem_reserve(size_t fin_smem) {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static size_t set_for[64];
+    int dev = 0;
+    LTK_SEL_TRY(cudaGetDevice(&dev));
+    const int known = dev >= 0 && dev < 64;
+    if (known && fin_smem <= __atomic_load_n(&set_for[dev], __ATOMIC_ACQUIRE)) return LTK_OK;
+    pthread_mutex_lock(&lock);
+    cudaError_t ce = cudaSuccess;
+    if (!known || fin_smem > set_for[dev]) {
+        ce = cudaFuncSetAttribute(knn_final_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem);
+        if (ce == cudaSuccess)
+            ce = cudaFuncSetAttribute(knn_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem);
+        if (ce == cudaSuccess && known) __atomic_store_n(&set_for[dev], fin_smem, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&lock);
+    LTK_SEL_TRY(ce);
+    return LTK_OK;
+}
+
 template <int DT>
 static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_plan *pl, unsigned char *ws,
                           cudaStream_t st, int sms, int sm90) {
     const int esz = DT == 0 ? 4 : 2;
     const int mat = e->algo == LTK_ALGO_MATERIALIZE, score_only = e->algo == LTK_ALGO_SCORE_ONLY;
     const size_t fin_smem = sizeof(ltk_sel_smem) + (size_t)pl->kp * 8;
-    /* Set only when a call needs more than before on this device (each call paid two attribute
-     * sets at its start, while the GPU waits for the first launch). Raised under a lock and never
-     * lowered, so that a concurrent call cannot shrink the limit under another's launch. */
-    {
-        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-        static size_t set_for[64];
-        int dev = 0;
-        LTK_SEL_TRY(cudaGetDevice(&dev));
-        size_t *have = &set_for[dev >= 0 && dev < 64 ? dev : 0];
-        if (dev < 0 || dev >= 64 || fin_smem > __atomic_load_n(have, __ATOMIC_ACQUIRE)) {
-            pthread_mutex_lock(&lock);
-            cudaError_t ce = cudaSuccess;
-            if (dev < 0 || dev >= 64 || fin_smem > *have) {
-                ce = cudaFuncSetAttribute(knn_final_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem);
-                if (ce == cudaSuccess)
-                    ce = cudaFuncSetAttribute(knn_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem);
-                if (ce == cudaSuccess) __atomic_store_n(have, fin_smem, __ATOMIC_RELEASE);
-            }
-            pthread_mutex_unlock(&lock);
-            LTK_SEL_TRY(ce);
-        }
-    }
+    LTK_FORWARD_IF(knn_fin_smem_reserve(fin_smem));
     for (int64_t b0 = 0; b0 < a->B; b0 += pl->qb) {
         int nq = (int)(a->B - b0 < pl->qb ? a->B - b0 : pl->qb);
         const char *qptr = (const char *)a->queries + b0 * a->q_stride * esz;

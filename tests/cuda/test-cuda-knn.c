@@ -71,6 +71,7 @@ static int run_gpu(const kcase *c, void *dq, void *dx, int64_t *doi, float *dos,
     void *ws = dmalloc(wsb);
     CUDA_OK(cudaMemset(ws, 0x5a, wsb));
     s = ltk_cuda_knn(&a, &e, ws, wsb);
+    if (s != LTK_OK) printf("  status %d: %s\n", (int)s, ltk_last_error());
     CUDA_OK(cudaDeviceSynchronize());
     cudaFree(ws);
     ltk_cuda_knn_debug_chunk(0);
@@ -266,6 +267,7 @@ int main(int argc, char **argv) {
         kc(3, 2000, 64, 10, B16, LTK_METRIC_IP, 0, 0, 0, 1, 1, 0);
         kc(2, 20000, 40, 5, F32, LTK_METRIC_L2, 0, 3, 1, 0, 1, 0);
         kc(2, 40000, 16, 7, F16, LTK_METRIC_COS, 1, 0, 0, 0, 1, 0); /* flat, N > cap: fallback passes */
+        kc(260, 36000, 16, 5, B16, LTK_METRIC_L2, 1, 0, 0, 0, 1, 0); /* 128-query items (sm_90a), fallback */
         printf("%d passed, %d failed\n", g_pass, g_fail);
         return g_fail ? 1 : 0;
     }
@@ -291,6 +293,12 @@ int main(int argc, char **argv) {
     kc(4, 50000, 64, 200, B16, LTK_METRIC_L2, 3, 0, 0, 0, 1, 9000);  /* chunks + ties across chunks */
     kc(1100, 3000, 32, 8, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);   /* two query batches */
     kc(8, 20000, 768, 64, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);   /* D = 768 */
+    /* B >= 256: the sm_90a loop's 128-query items (both math groups on all 256 rows, the last
+     * item part padding); each metric, fallback, ties, f16, D = 768 */
+    for (int m = 0; m < 3; m++) kc(300, 40000, 128, 100, B16, m, 0, 0, 0, 0, 1, 0);
+    kc(260, 40000, 64, 100, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);  /* flat: fallback for every query */
+    kc(257, 40000, 64, 300, F16, LTK_METRIC_L2, 3, 0, 0, 0, 1, 0);  /* heavy ties */
+    kc(256, 30000, 768, 64, B16, LTK_METRIC_COS, 0, 0, 0, 0, 1, 0); /* D = 768 */
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
