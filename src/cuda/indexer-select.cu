@@ -9,6 +9,7 @@
  *   - dense rows (materialize, fallback): the same select over a window of materialized scores,
  *     merged with the best k of the previous windows when a row spans several windows. */
 #include "indexer.cuh"
+#include "select.cuh"
 
 #define SEL_THREADS 512
 #define SEL_KMAX 8192
@@ -87,96 +88,8 @@ static __device__ void sel_find_digit(sel_smem *sm, uint32_t kk) {
     __syncthreads();
 }
 
-/* ---- sorting the winners: bitonic network, descending composite (raw bits travel along) ---- */
-/* One stage in shared memory (every thread, then a barrier). */
-static __device__ __forceinline__ void sel_sort_stage_smem(uint64_t *comp, uint32_t *raw, int np, int size,
-                                                           int stride) {
-    for (int i = threadIdx.x; i < np / 2; i += SEL_THREADS) {
-        int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
-        bool desc = (lo & size) == 0;
-        uint64_t a = comp[lo], b = comp[hi];
-        if ((a < b) == desc) {
-            comp[lo] = b;
-            comp[hi] = a;
-            uint32_t t = raw[lo];
-            raw[lo] = raw[hi];
-            raw[hi] = t;
-        }
-    }
-    __syncthreads();
-}
-
-/* The same network with E = np / SEL_THREADS elements a thread in registers (thread t holds
- * elements t E .. t E + E - 1): strides below E swap registers, strides below 32 E exchange with
- * a lane of the same warp by shuffles, and only the wider ones go through shared memory. Why: the
- * all-shared-memory network (66 stages at k = 2048) made the candidate select shared-memory bound
- * (87% L1 throughput, 0.85 ms per 4,096 rows, ncu run 3). */
-template <int E> static __device__ void sel_sort_regs(uint64_t *comp, uint32_t *raw, int np) {
-    const int t = threadIdx.x, lane = t & 31;
-    uint64_t c[E];
-    uint32_t r[E];
-#pragma unroll
-    for (int j = 0; j < E; j++) {
-        c[j] = comp[t * E + j];
-        r[j] = raw[t * E + j];
-    }
-    for (int size = 2; size <= np; size <<= 1) {
-        int stride = size >> 1;
-        if (stride >= 32 * E) {
-#pragma unroll
-            for (int j = 0; j < E; j++) {
-                comp[t * E + j] = c[j];
-                raw[t * E + j] = r[j];
-            }
-            __syncthreads();
-            for (; stride >= 32 * E; stride >>= 1) sel_sort_stage_smem(comp, raw, np, size, stride);
-#pragma unroll
-            for (int j = 0; j < E; j++) {
-                c[j] = comp[t * E + j];
-                r[j] = raw[t * E + j];
-            }
-        }
-        for (; stride >= E; stride >>= 1) {
-            const int lm = stride / E;             /* partner lane: lane ^ lm, same j */
-            const bool lower = (lane & lm) == 0;   /* my elements precede the partner's */
-#pragma unroll
-            for (int j = 0; j < E; j++) {
-                const uint64_t pc = __shfl_xor_sync(0xffffffffu, c[j], lm);
-                const uint32_t pr = __shfl_xor_sync(0xffffffffu, r[j], lm);
-                const bool desc = ((t * E + j) & size) == 0;
-                /* the pair's first element keeps the larger key when descending */
-                if (lower == desc ? pc > c[j] : pc < c[j]) {
-                    c[j] = pc;
-                    r[j] = pr;
-                }
-            }
-        }
-#pragma unroll
-        for (int s = E / 2; s >= 1; s >>= 1) {
-            if (s > stride) continue; /* (stride is now min(size / 2, E / 2)) */
-#pragma unroll
-            for (int j = 0; j < E; j++) {
-                if (j & s) continue;
-                const int jj = j | s;
-                const bool desc = ((t * E + j) & size) == 0;
-                if ((c[j] < c[jj]) == desc) {
-                    const uint64_t x = c[j];
-                    c[j] = c[jj];
-                    c[jj] = x;
-                    const uint32_t y = r[j];
-                    r[j] = r[jj];
-                    r[jj] = y;
-                }
-            }
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < E; j++) {
-        comp[t * E + j] = c[j];
-        raw[t * E + j] = r[j];
-    }
-    __syncthreads();
-}
+/* ---- sorting the winners: select.cuh's bitonic network (ltk_sort_regs), raw bits travelling along ---- */
+static_assert(SEL_THREADS == LTK_SEL_NT, "the shared sort assumes LTK_SEL_NT threads");
 
 /* Selects the top `need` (1 <= need <= n) entries of src and leaves them sorted best first in
  * comp[0..need), with their raw score bits in raw[0..need). comp/raw hold np (power of two >=
@@ -246,13 +159,13 @@ static __device__ void sel_topk(const sel_src &src, uint32_t need, uint64_t *com
     __syncthreads();
     if constexpr (E > 1) {
         if (np == E * SEL_THREADS) {
-            sel_sort_regs<E>(comp, raw, np);
+            ltk_sort_regs<E, true>(comp, raw, np);
             return;
         }
     }
     /* fewer winners than the kernel was built for (short rows), or k <= 512: all in shared memory */
     for (int size = 2; size <= np; size <<= 1)
-        for (int stride = size >> 1; stride > 0; stride >>= 1) sel_sort_stage_smem(comp, raw, np, size, stride);
+        for (int stride = size >> 1; stride > 0; stride >>= 1) ltk_sort_stage_smem<true>(comp, raw, np, size, stride);
 }
 
 /* Writes a sorted selection (need entries) and the padding of output row t. */

@@ -419,7 +419,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_fb_step_kernel(knn_ctl 
 
 /* Final select of one query of one chunk: candidates (or the fallback's gathered composites),
  * sorted descending into res[qq][0..kp). */
-static __global__ void __launch_bounds__(LTK_SEL_NT) knn_final_kernel(knn_ctl c) {
+template <int E> static __global__ void __launch_bounds__(LTK_SEL_NT) knn_final_kernel(knn_ctl c) {
     extern __shared__ __align__(16) unsigned char smraw[];
     ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
     uint64_t *sb = (uint64_t *)(smraw + sizeof(ltk_sel_smem));
@@ -443,7 +443,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_final_kernel(knn_ctl c)
             __syncthreads();
         }
     }
-    ltk_bitonic_desc(sb, c.kp);
+    ltk_sort_desc<E>(sb, c.kp);
     for (int j = threadIdx.x; j < c.kp; j += LTK_SEL_NT) c.res[(int64_t)qq * c.kp + j] = sb[j];
     if (threadIdx.x == 0) c.res_cnt[qq] = (int32_t)(got < (uint32_t)c.k ? got : (uint32_t)c.k);
 }
@@ -479,7 +479,7 @@ static __device__ __forceinline__ float knn_report(uint32_t key, int metric) {
     return s;
 }
 
-static __global__ void __launch_bounds__(LTK_SEL_NT) knn_output_kernel(knn_out o) {
+template <int E> static __global__ void __launch_bounds__(LTK_SEL_NT) knn_output_kernel(knn_out o) {
     extern __shared__ __align__(16) unsigned char smraw[];
     ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
     uint64_t *sb = (uint64_t *)(smraw + sizeof(ltk_sel_smem));
@@ -523,7 +523,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_output_kernel(knn_out o
     }
     for (int j = got + threadIdx.x; j < o.kp; j += LTK_SEL_NT) sb[j] = 0ull;
     __syncthreads();
-    ltk_bitonic_desc(sb, o.kp);
+    ltk_sort_desc<E>(sb, o.kp);
     for (int j = threadIdx.x; j < o.k; j += LTK_SEL_NT) {
         if (j < (int)got) {
             uint32_t pos = ~(uint32_t)sb[j];
@@ -658,6 +658,17 @@ static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st
     return LTK_OK;
 }
 
+/* LAUNCH(E) with the final / output kernel built for a sort of kp entries (register budget per E). */
+#define KNN_BY_E(kp, LAUNCH)                    \
+    switch (ltk_sort_e_of(kp)) {                \
+    case 1: LAUNCH(1); break;                   \
+    case 2: LAUNCH(2); break;                   \
+    case 4: LAUNCH(4); break;                   \
+    case 8: LAUNCH(8); break;                   \
+    case 16: LAUNCH(16); break;                 \
+    default: LAUNCH(32); break;                 \
+    }
+
 /* The dynamic shared memory of the final and output kernels, set only when a call needs more than
  * before on this device (each call paid two attribute sets at its start, while the GPU waits for
  * the first launch). Raised under a lock and never lowered, so that no call can shrink the limit
@@ -673,9 +684,14 @@ static ltk_status knn_fin_smem_reserve(size_t fin_smem) {
     pthread_mutex_lock(&lock);
     cudaError_t ce = cudaSuccess;
     if (!known || fin_smem > set_for[dev]) {
-        ce = cudaFuncSetAttribute(knn_final_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem);
-        if (ce == cudaSuccess)
-            ce = cudaFuncSetAttribute(knn_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem);
+        const void *fns[] = {(const void *)knn_final_kernel<1>,   (const void *)knn_final_kernel<2>,
+                             (const void *)knn_final_kernel<4>,   (const void *)knn_final_kernel<8>,
+                             (const void *)knn_final_kernel<16>,  (const void *)knn_final_kernel<32>,
+                             (const void *)knn_output_kernel<1>,  (const void *)knn_output_kernel<2>,
+                             (const void *)knn_output_kernel<4>,  (const void *)knn_output_kernel<8>,
+                             (const void *)knn_output_kernel<16>, (const void *)knn_output_kernel<32>};
+        for (int i = 0; i < 12 && ce == cudaSuccess; i++)
+            ce = cudaFuncSetAttribute(fns[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem);
         if (ce == cudaSuccess && known) __atomic_store_n(&set_for[dev], fin_smem, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&lock);
@@ -825,7 +841,9 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             }
             LTK_FORWARD_IF((knn_score_launch<DT, KNN_TAKE>(p, sms, st)));
             /* 5. final select */
-            knn_final_kernel<<<nq, LTK_SEL_NT, fin_smem, st>>>(c);
+#define KNN_FINAL(E) knn_final_kernel<E><<<nq, LTK_SEL_NT, fin_smem, st>>>(c)
+            KNN_BY_E(pl->kp, KNN_FINAL);
+#undef KNN_FINAL
             LTK_SEL_TRY(cudaGetLastError());
         }
         if (score_only) continue;
@@ -842,7 +860,9 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
         o.res_cnt = (const int32_t *)(ws + pl->o_rescnt);
         o.out_idx = a->out_idx + b0 * a->out_stride;
         o.out_scores = a->out_scores ? a->out_scores + b0 * a->out_stride : NULL;
-        knn_output_kernel<<<nq, LTK_SEL_NT, fin_smem, st>>>(o);
+#define KNN_OUTPUT(E) knn_output_kernel<E><<<nq, LTK_SEL_NT, fin_smem, st>>>(o)
+        KNN_BY_E(pl->kp, KNN_OUTPUT);
+#undef KNN_OUTPUT
         LTK_SEL_TRY(cudaGetLastError());
         if (e->stats) {
             int32_t *h = (int32_t *)malloc((size_t)nq * 8);

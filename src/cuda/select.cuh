@@ -288,6 +288,119 @@ static __device__ void ltk_bitonic_desc(uint64_t *s, int np) {
     }
 }
 
+/* The same network for composites that carry a 32-bit payload (raw, when RAW), shared by the
+ * indexer's select and the kNN's: one stage in shared memory (every thread, then a barrier). */
+template <bool RAW>
+static __device__ __forceinline__ void ltk_sort_stage_smem(uint64_t *comp, uint32_t *raw, int np, int size,
+                                                           int stride) {
+    for (int i = threadIdx.x; i < np / 2; i += LTK_SEL_NT) {
+        int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+        bool desc = (lo & size) == 0;
+        uint64_t a = comp[lo], b = comp[hi];
+        if ((a < b) == desc) {
+            comp[lo] = b;
+            comp[hi] = a;
+            if (RAW) {
+                uint32_t t = raw[lo];
+                raw[lo] = raw[hi];
+                raw[hi] = t;
+            }
+        }
+    }
+    __syncthreads();
+}
+
+/* The same network with E = np / LTK_SEL_NT elements a thread in registers (thread t holds
+ * elements t E .. t E + E - 1): strides below E swap registers, strides below 32 E exchange with
+ * a lane of the same warp by shuffles, and only the wider ones go through shared memory. Why: the
+ * all-shared-memory network (66 stages at k = 2048) made the candidate select shared-memory bound
+ * (87% L1 throughput, 0.85 ms per 4,096 rows, ncu run 3). */
+template <int E, bool RAW> static __device__ void ltk_sort_regs(uint64_t *comp, uint32_t *raw, int np) {
+    const int t = threadIdx.x, lane = t & 31;
+    uint64_t c[E];
+    uint32_t r[E];
+#pragma unroll
+    for (int j = 0; j < E; j++) {
+        c[j] = comp[t * E + j];
+        r[j] = RAW ? raw[t * E + j] : 0u;
+    }
+    for (int size = 2; size <= np; size <<= 1) {
+        int stride = size >> 1;
+        if (stride >= 32 * E) {
+#pragma unroll
+            for (int j = 0; j < E; j++) {
+                comp[t * E + j] = c[j];
+                if (RAW) raw[t * E + j] = r[j];
+            }
+            __syncthreads();
+            for (; stride >= 32 * E; stride >>= 1) ltk_sort_stage_smem<RAW>(comp, raw, np, size, stride);
+#pragma unroll
+            for (int j = 0; j < E; j++) {
+                c[j] = comp[t * E + j];
+                if (RAW) r[j] = raw[t * E + j];
+            }
+        }
+        for (; stride >= E; stride >>= 1) {
+            const int lm = stride / E;             /* partner lane: lane ^ lm, same j */
+            const bool lower = (lane & lm) == 0;   /* my elements precede the partner's */
+#pragma unroll
+            for (int j = 0; j < E; j++) {
+                const uint64_t pc = __shfl_xor_sync(0xffffffffu, c[j], lm);
+                const uint32_t pr = RAW ? __shfl_xor_sync(0xffffffffu, r[j], lm) : 0u;
+                const bool desc = ((t * E + j) & size) == 0;
+                /* the pair's first element keeps the larger key when descending */
+                if (lower == desc ? pc > c[j] : pc < c[j]) {
+                    c[j] = pc;
+                    r[j] = pr;
+                }
+            }
+        }
+#pragma unroll
+        for (int s = E / 2; s >= 1; s >>= 1) {
+            if (s > stride) continue; /* (stride is now min(size / 2, E / 2)) */
+#pragma unroll
+            for (int j = 0; j < E; j++) {
+                if (j & s) continue;
+                const int jj = j | s;
+                const bool desc = ((t * E + j) & size) == 0;
+                if ((c[j] < c[jj]) == desc) {
+                    const uint64_t x = c[j];
+                    c[j] = c[jj];
+                    c[jj] = x;
+                    const uint32_t y = r[j];
+                    r[j] = r[jj];
+                    r[jj] = y;
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < E; j++) {
+        comp[t * E + j] = c[j];
+        if (RAW) raw[t * E + j] = r[j];
+    }
+    __syncthreads();
+}
+
+/* Sorts s[0..np) descending (np a power of two, padded with 0), called by every thread of an
+ * LTK_SEL_NT block after a barrier: in registers (ltk_sort_regs) when np = E * LTK_SEL_NT, else the
+ * all-shared-memory network. E is a template parameter of the calling kernel (ltk_sort_e_of picks
+ * it for k on the host) so that a small k does not pay the registers of a large one. Why: at
+ * k = 8,192 the kNN's final select (117 us a call) was shared-memory bound, 72% L1 throughput with
+ * 40% excess wavefronts (ncu, session 6), its 91-stage network the main user; the register
+ * network keeps 10 of those stages there. */
+template <int E> static __device__ void ltk_sort_desc(uint64_t *s, int np) {
+    if constexpr (E >= 2) {
+        if (np == E * LTK_SEL_NT) {
+            ltk_sort_regs<E, false>(s, NULL, np);
+            return;
+        }
+    }
+    ltk_bitonic_desc(s, np);
+}
+/* E for a sort of np (a power of two) entries: np / LTK_SEL_NT, at least 1 (host side). */
+static inline int ltk_sort_e_of(int np) { return np / LTK_SEL_NT > 1 ? np / LTK_SEL_NT : 1; }
+
 /* Sources of composites ------------------------------------------------------------------------ */
 struct ltk_src_cand_smem { /* candidates held in shared memory */
     const uint32_t *key, *rel;
