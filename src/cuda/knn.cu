@@ -23,6 +23,7 @@
  * fp32: SIMT FMA in a fixed order (exact fp32 arithmetic; TF32 is not exact and is not used) —
  * compute-bound, about an fp32-GEMM rate. */
 #include <pthread.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include <cuda_bf16.h>
@@ -333,6 +334,7 @@ struct knn_ctl {
     /* per-chunk results: sorted composites (key, ~local index), count */
     uint64_t *res;
     int32_t *res_cnt, *st_fb, *st_cand;
+    int hist_match; /* radix histograms aggregated per distinct digit (LTK_CUDA_KNN_HIST=match) */
 };
 
 struct knn_src_samp {
@@ -363,7 +365,8 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ct
         if (r < rv) r = rv;
         if (r <= c.m) {
             knn_src_samp src = {c.samp + (int64_t)qq * c.m, c.m};
-            ltk_radix_select<knn_src_samp, true>(src, (uint32_t)r, 64, 32, &sm);
+            if (c.hist_match) ltk_radix_select<knn_src_samp, 2>(src, (uint32_t)r, 64, 32, &sm);
+            else ltk_radix_select<knn_src_samp, 1>(src, (uint32_t)r, 64, 32, &sm);
             t = (uint32_t)(sm.prefix >> 32);
         }
     }
@@ -437,7 +440,8 @@ template <int E> static __global__ void __launch_bounds__(LTK_SEL_NT) knn_final_
             got = (uint32_t)src.cnt;
             __syncthreads();
         } else {
-            ltk_radix_select<ltk_src_cand_glob, true>(src, (uint32_t)c.k, 64, 0, sm);
+            if (c.hist_match) ltk_radix_select<ltk_src_cand_glob, 2>(src, (uint32_t)c.k, 64, 0, sm);
+            else ltk_radix_select<ltk_src_cand_glob, 1>(src, (uint32_t)c.k, 64, 0, sm);
             got = ltk_gather(src, sm->prefix, sm->mask, sb, c.kp, sm);
             for (int j = got + threadIdx.x; j < c.kp; j += LTK_SEL_NT) sb[j] = 0ull;
             __syncthreads();
@@ -658,6 +662,15 @@ static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st
     return LTK_OK;
 }
 
+/* LTK_CUDA_KNN_HIST=match: the threshold and final selects aggregate their histogram adds per
+ * distinct digit of a warp. An A/B switch, compiled but not yet run on the GPU (session 6): ncu
+ * found the final select at k = 8,192 shared-memory bound (40% excess wavefronts), and the
+ * candidates' shared top bits make the default's per-lane atomics collide. Read at every call. */
+static int knn_hist_match(void) {
+    const char *e = getenv("LTK_CUDA_KNN_HIST");
+    return e && !strcmp(e, "match");
+}
+
 /* LAUNCH(E) with the final / output kernel built for a sort of kp entries (register budget per E). */
 #define KNN_BY_E(kp, LAUNCH)                    \
     switch (ltk_sort_e_of(kp)) {                \
@@ -792,6 +805,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             c.res_cnt = res_cnt;
             c.st_fb = (int32_t *)(ws + pl->o_stfb);
             c.st_cand = (int32_t *)(ws + pl->o_stc);
+            c.hist_match = knn_hist_match();
             /* 1. sample: every (nr/m)-th row */
             if (nr > c.cap && !score_only) {
                 knn_params ps = p;

@@ -173,6 +173,15 @@ static __device__ __forceinline__ void ltk_hist_add_agg(uint32_t *hist, bool act
     }
 }
 
+/* Histogram add aggregated over any lanes of the warp that share a digit: one atomic per distinct
+ * digit. For candidate lists, whose keys sit just above a threshold and share their top bits, the
+ * warp holds a few distinct digits but rarely one, and the per-lane atomics of ltk_hist_add_agg
+ * then serialise on those few addresses. */
+static __device__ __forceinline__ void ltk_hist_add_match(uint32_t *hist, bool act, uint32_t d) {
+    const uint32_t peers = __match_any_sync(LTK_FULL, act ? d : 0xffffffffu); /* digits are < 2^11 */
+    if (act && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[d], (uint32_t)__popc(peers));
+}
+
 #define LTK_SEL_U 8 /* entries per thread per step: independent loads in flight */
 
 /* Radix select on composites. `Src` provides: int64_t n() const; uint64_t comp(int64_t i) const.
@@ -181,8 +190,9 @@ static __device__ __forceinline__ void ltk_hist_add_agg(uint32_t *hist, bool act
  * On return sm->prefix / sm->mask: entry i is in the top-k iff (comp(i) & mask) >= prefix, and
  * sm->kk entries of the final bucket (comp & mask) == prefix are still to be taken (all of it
  * when it stopped early or the mask is complete; otherwise a tie to settle by the caller).
- * Requires k <= n. AGG: aggregate equal digits (raw rows). */
-template <class Src, bool AGG>
+ * Requires k <= n. AGG: 0 a shared atomic per entry, 1 one per warp when the whole warp shares a
+ * digit (raw rows: flat ones), 2 one per distinct digit of the warp (ltk_hist_add_match). */
+template <class Src, int AGG>
 static __device__ void ltk_radix_select(const Src &src, uint32_t k, int hi_bit, int lo_bit, ltk_sel_smem *sm) {
     uint64_t prefix = 0, mask = 0;
     uint32_t kk = k;
@@ -205,7 +215,8 @@ static __device__ void ltk_radix_select(const Src &src, uint32_t k, int hi_bit, 
                 int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x;
                 bool act = i < n && (c[u] & mask) == prefix;
                 uint32_t d = (uint32_t)((c[u] >> sh) & dm);
-                if (AGG) ltk_hist_add_agg(sm->hist, act, d);
+                if (AGG == 2) ltk_hist_add_match(sm->hist, act, d);
+                else if (AGG) ltk_hist_add_agg(sm->hist, act, d);
                 else if (act) atomicAdd(&sm->hist[d], 1u);
             }
         }
