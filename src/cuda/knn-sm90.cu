@@ -1,25 +1,29 @@
 /* sm_90a scoring main loop of the kNN (bf16 / f16): wgmma with fp32 accumulation, TMA loads into
  * an mbarrier ring, one producer thread and two math warp groups, a persistent grid of one CTA per
  * SM. It replaces only the main loop of knn.cu's mma.sync kernel: the work items (256 base rows x
- * 64 queries, or 128 for large batches: ks_cfg below), the epilogues (knn_emit: STORE / GATE / HIST / TAKE) and everything around them
- * (sample, threshold, check, exact fallback, final select) are the same code.
+ * 64 queries, or x 128 queries for launches of >= 256: ks_cfg below), the epilogues (knn_emit:
+ * STORE / GATE / HIST / TAKE) and everything around them (sample, threshold, check, exact
+ * fallback, final select) are the same code.
  *
  * Why: the mma.sync loop runs at ~140 TFLOP/s whatever the batch (bench/results/h200/
  * NOTES-select-knn.md), so B = 64 x 5M x 768 bf16 takes 2x the corpus read; this loop only has to
  * keep up with HBM (64 queries x 2 FLOP per 2-byte element: ~270 TFLOP/s at 4.25 TB/s).
  *
  * Layout. A k-step is 64 elements (128 bytes) of D: the base tile [256 rows x 128 B] and the query
- * tile [64 rows x 128 B], both K-major with the 128-byte swizzle TMA writes, 40 KB a stage, 5 stages.
- * The queries are the M side and the base rows the N side: math warp group g multiplies the 64
- * queries by base rows 128g..128g+127, 4 wgmma m64n128k16 a step, 64 fp32 accumulators a thread
- * (query 16 w + lane/4 (+8), base row 8 j + 2 (lane % 4) (+1)). Why this way round: the
- * first version (m64n64, base rows as M) read a third more shared memory per FLOP, close to the
- * whole shared-memory bandwidth at the tensor rate, and ran at ~230 TFLOP/s; a 128-wide N cuts that
- * by a quarter, and the thresholds of a thread's two queries stay in registers. Each warp group keeps one wgmma group in flight
- * (wait<1>, the stage of step kt-1 is released while step kt runs) and synchronises only with
- * itself, so one group's epilogue overlaps the other's main loop. For L2 and cosine each base
- * row's |x|^2 is summed by one thread of the group that owns the row, from the same shared-memory
- * tiles in element order, so every mode of this kernel sees the same bits.
+ * tile [64 or 128 rows x 128 B], both K-major with the 128-byte swizzle TMA writes: 5 stages of
+ * 40 KB (64-query items) or 4 of 48 KB (128). The queries are the M side and the base rows the N
+ * side. 64-query items: math warp group g multiplies the 64 queries by base rows 128g..128g+127,
+ * 4 wgmma m64n128k16 a step, 64 fp32 accumulators a thread (query 16 w + lane/4 (+8), base row
+ * 8 j + 2 (lane % 4) (+1)). 128-query items: group g multiplies queries 64g..64g+63 by all 256
+ * rows, two such accumulator sets (setmaxnreg gives the math groups 232 registers). Why this way
+ * round: the first version (m64n64, base rows as M) read a third more shared memory per FLOP, close
+ * to the whole shared-memory bandwidth at the tensor rate, and ran at ~230 TFLOP/s; a 128-wide N
+ * cuts that by a quarter, and the thresholds of a thread's two queries stay in registers. Each
+ * warp group keeps one wgmma group in flight (wait<1>, the stage of step kt-1 is released while
+ * step kt runs) and meets the other only at the ring's barriers (and, with 128-query items under
+ * L2 / cosine, once an item to share |x|^2). For L2 and cosine each base row's |x|^2 is summed by
+ * one math thread from the same shared-memory tiles in element order, so every mode of this
+ * kernel sees the same bits.
  *
  * The default on sm_90 (LTK_CUDA_KNN_SM90=0 turns it off): it passed test-cuda-knn and the sanitizers on the
  * H200 and ran 1.6x faster than the mma.sync loop (bench/results/h200/run7-knn-sm90). */
