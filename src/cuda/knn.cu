@@ -335,6 +335,7 @@ struct knn_ctl {
     uint64_t *res;
     int32_t *res_cnt, *st_fb, *st_cand;
     int hist_match; /* radix histograms aggregated per distinct digit (LTK_CUDA_KNN_HIST=match) */
+    int thr_smem;   /* the threshold's radix passes over the sample staged in shared memory (LTK_CUDA_KNN_THR=smem) */
 };
 
 struct knn_src_samp {
@@ -344,8 +345,17 @@ struct knn_src_samp {
     __device__ uint64_t comp(int64_t i) const { return (uint64_t)ltk_key32(__float_as_uint(s[i])) << 32; }
 };
 
+/* The sample's rank keys staged in shared memory (LTK_CUDA_KNN_THR=smem). */
+struct knn_src_skeys {
+    const uint32_t *k;
+    int64_t cnt;
+    __device__ int64_t n() const { return cnt; }
+    __device__ uint64_t comp(int64_t i) const { return (uint64_t)k[i] << 32; }
+};
+
 static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ctl c) {
     __shared__ ltk_sel_smem sm;
+    extern __shared__ uint32_t thr_keys[]; /* c.m rank keys when c.thr_smem, else absent */
     const int qq = blockIdx.x;
     if (threadIdx.x == 0) {
         c.cnt[qq] = 0;
@@ -364,9 +374,18 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ct
         rv = rv < 16 ? 16 : (rv > 64 ? 64 : rv);
         if (r < rv) r = rv;
         if (r <= c.m) {
-            knn_src_samp src = {c.samp + (int64_t)qq * c.m, c.m};
-            if (c.hist_match) ltk_radix_select<knn_src_samp, 2>(src, (uint32_t)r, 64, 32, &sm);
-            else ltk_radix_select<knn_src_samp, 1>(src, (uint32_t)r, 64, 32, &sm);
+            if (c.thr_smem) { /* one read of the sample, then the passes from shared memory */
+                const float *sp = c.samp + (int64_t)qq * c.m;
+                for (int64_t i = threadIdx.x; i < c.m; i += LTK_SEL_NT) thr_keys[i] = ltk_key32(__float_as_uint(sp[i]));
+                __syncthreads();
+                knn_src_skeys src = {thr_keys, c.m};
+                if (c.hist_match) ltk_radix_select<knn_src_skeys, 2>(src, (uint32_t)r, 64, 32, &sm);
+                else ltk_radix_select<knn_src_skeys, 1>(src, (uint32_t)r, 64, 32, &sm);
+            } else {
+                knn_src_samp src = {c.samp + (int64_t)qq * c.m, c.m};
+                if (c.hist_match) ltk_radix_select<knn_src_samp, 2>(src, (uint32_t)r, 64, 32, &sm);
+                else ltk_radix_select<knn_src_samp, 1>(src, (uint32_t)r, 64, 32, &sm);
+            }
             t = (uint32_t)(sm.prefix >> 32);
         }
     }
@@ -671,6 +690,30 @@ static int knn_hist_match(void) {
     return e && !strcmp(e, "match");
 }
 
+/* LTK_CUDA_KNN_THR=smem: the threshold kernel reads the sample once into shared memory (c.m <=
+ * KNN_SAMPLE keys, 128 KB) and runs its radix passes there; the same keys, so the same threshold.
+ * An A/B switch, compiled but not yet run on the GPU (session 6): ncu found that kernel (29-34 us
+ * a call, 5% of a call at N = 1M) latency-bound, no unit above 20%, its passes re-reading the
+ * sample from L2. */
+static int knn_thr_smem(void) {
+    const char *e = getenv("LTK_CUDA_KNN_THR");
+    if (!(e && !strcmp(e, "smem"))) return 0;
+    static int attr_ok[64]; /* per device: 0 not tried, 1 set, -1 refused (one value for every call:
+                             * concurrent first calls set the same) */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (attr_ok[dev] == 0) {
+        cudaError_t e = cudaFuncSetAttribute(knn_threshold_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             KNN_SAMPLE * 4);
+        if (e != cudaSuccess) (void)cudaGetLastError();
+        attr_ok[dev] = e == cudaSuccess ? 1 : -1;
+    }
+    return attr_ok[dev] > 0;
+}
+
 /* LAUNCH(E) with the final / output kernel built for a sort of kp entries (register budget per E). */
 #define KNN_BY_E(kp, LAUNCH)                    \
     switch (ltk_sort_e_of(kp)) {                \
@@ -806,6 +849,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             c.st_fb = (int32_t *)(ws + pl->o_stfb);
             c.st_cand = (int32_t *)(ws + pl->o_stc);
             c.hist_match = knn_hist_match();
+            c.thr_smem = knn_thr_smem();
             /* 1. sample: every (nr/m)-th row */
             if (nr > c.cap && !score_only) {
                 knn_params ps = p;
@@ -818,7 +862,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
                 ps.ld = c.m;
                 LTK_FORWARD_IF((knn_score_launch<DT, KNN_STORE>(ps, sms, st)));
             }
-            knn_threshold_kernel<<<nq, LTK_SEL_NT, 0, st>>>(c);
+            knn_threshold_kernel<<<nq, LTK_SEL_NT, c.thr_smem ? (size_t)c.m * 4 : 0, st>>>(c);
             LTK_SEL_TRY(cudaGetLastError());
             if (score_only) LTK_SEL_TRY(cudaMemsetAsync(c.thr, 0xff, (size_t)nq * 4, st)); /* nothing passes */
             /* 2. GATE */
