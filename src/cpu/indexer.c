@@ -265,21 +265,26 @@ static int row_start(const ltk_indexer_args *a, const plan *p, const ltkc_kern *
     return 1;
 }
 
-/* Fallback of a row whose predicted start failed: the conservative start from the block's sample
- * (still in x->ssc; row r's valid keys), then a scan of the row alone. */
-/* The gate on one scored tile (x->sc, keys s0 + j): entries j in [j0, j1) at or above the row's
- * edge are pushed in index order, then the threshold is refreshed from the histogram. */
-static void gate_tile(const ltkc_kern *K, thr *x, ltkc_row *row, int64_t s0, int j0, int j1) {
+/* The gate on NK scores sc: lanes j in `lanes` at or above the row's edge are pushed in lane order
+ * with key keys[j] (s0 + j when keys is NULL), then the threshold is refreshed from the histogram. */
+static void gate_scores(const ltkc_kern *K, thr *x, ltkc_row *row, const float *sc, uint64_t lanes, int64_t s0,
+                        const int64_t *keys) {
     uint64_t m;
-    K->gate_mask(x->sc, NK, row->edge, &m);
-    m &= (j1 - j0 == 64 ? ~0ull : ((1ull << (j1 - j0)) - 1) << j0);
-    for (; m; m &= m - 1) {
+    K->gate_mask(sc, NK, row->edge, &m);
+    for (m &= lanes; m; m &= m - 1) {
         int j = __builtin_ctzll(m);
-        ltkc_row_push(row, x->sc[j], s0 + j, &x->tmp);
+        ltkc_row_push(row, sc[j], keys ? keys[j] : s0 + j, &x->tmp);
     }
     ltkc_row_refresh(row);
 }
 
+/* The gate on one scored tile (x->sc, keys s0 + j), entries j in [j0, j1). */
+static void gate_tile(const ltkc_kern *K, thr *x, ltkc_row *row, int64_t s0, int j0, int j1) {
+    gate_scores(K, x, row, x->sc, j1 - j0 == 64 ? ~0ull : ((1ull << (j1 - j0)) - 1) << j0, s0, NULL);
+}
+
+/* Fallback of a row whose predicted start failed: the conservative start from the block's sample
+ * (still in x->ssc; row r's valid keys), then a scan of the row alone. */
 static void rescan_row(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, int r, int64_t t,
                        int64_t lo, int64_t hi, const float *w, int64_t ms, int64_t ncold, int64_t nstr) {
     (void)t;
@@ -405,15 +410,7 @@ static void score_survivors(const ltk_indexer_args *a, const plan *p, const ltkc
     if (a->kv_scale)
         for (int j = 0; j < NK; j++) x->scale2[j] = j < n ? a->kv_scale[sl[j]] : 0.0f;
     K->idx_score(x->q + p->qrow * r, w, x->tile2, a->kv_scale ? x->scale2 : NULL, &p->g, x->sc2);
-    ltkc_row *row = &x->rows[r];
-    uint64_t m;
-    K->gate_mask(x->sc2, NK, row->edge, &m);
-    if (n < 64) m &= (1ull << n) - 1;
-    for (; m; m &= m - 1) {
-        int j = __builtin_ctzll(m);
-        ltkc_row_push(row, x->sc2[j], sl[j], &x->tmp);
-    }
-    ltkc_row_refresh(row);
+    gate_scores(K, x, &x->rows[r], x->sc2, n < 64 ? (1ull << n) - 1 : ~0ull, 0, sl);
 }
 
 /* One block of rows [t0, t1) on one thread. mode: 0 fused, 1 materialize (store into M rows
