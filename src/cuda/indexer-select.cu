@@ -116,8 +116,7 @@ static __device__ void sel_topk(const sel_src &src, uint32_t need, uint64_t *com
                 d = (uint32_t)(c >> shift) & 255u;
             }
             /* aggregate equal digits in the warp: flat rows put every entry in one bin */
-            uint32_t peers = __match_any_sync(0xffffffffu, act ? d : 0xffffffffu);
-            if (act && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&sm->hist[d], (uint32_t)__popc(peers));
+            ltk_hist_add_match(sm->hist, act, d);
         }
         __syncthreads();
         sel_find_digit(sm, kk);
@@ -192,24 +191,11 @@ static __device__ __forceinline__ int sel_np(uint32_t need) {
     return np;
 }
 
-/* Winners a thread holds in registers while they are sorted, for selections of k entries: each
- * select kernel is built for E in {1, 2, 4, 8, 16} and launched for its k, so that a small k
- * does not pay the registers of k = 8,192 (one kernel for all E held 105 registers a thread,
- * one CTA an SM). */
-static int sel_e_of(int32_t k) {
-    int np = 1;
-    while (np < k) np <<= 1;
-    return np / SEL_THREADS > 1 ? np / SEL_THREADS : 1;
-}
-/* LAUNCH(E) with the E built for k */
-#define SEL_BY_E(k, LAUNCH)           \
-    switch (sel_e_of(k)) {            \
-    case 1: LAUNCH(1); break;         \
-    case 2: LAUNCH(2); break;         \
-    case 4: LAUNCH(4); break;         \
-    case 8: LAUNCH(8); break;         \
-    default: LAUNCH(16); break;       \
-    }
+/* Each select kernel is built for E in {1, 2, 4, 8, 16} (winners a thread holds in registers
+ * while they are sorted) and launched for its k (LTK_BY_E, k <= SEL_KMAX), so that a small k does
+ * not pay the registers of k = 8,192 (one kernel for all E held 105 registers a thread, one CTA an
+ * SM). */
+#define SEL_BY_E(k, LAUNCH) LTK_BY_E(ltk_sort_e_of(k), LAUNCH)
 
 /* ---- candidate rows ------------------------------------------------------------------------ */
 template <int E>

@@ -714,16 +714,14 @@ static int knn_thr_smem(void) {
     return attr_ok[dev] > 0;
 }
 
-/* LAUNCH(E) with the final / output kernel built for a sort of kp entries (register budget per E). */
-#define KNN_BY_E(kp, LAUNCH)                    \
-    switch (ltk_sort_e_of(kp)) {                \
-    case 1: LAUNCH(1); break;                   \
-    case 2: LAUNCH(2); break;                   \
-    case 4: LAUNCH(4); break;                   \
-    case 8: LAUNCH(8); break;                   \
-    case 16: LAUNCH(16); break;                 \
-    default: LAUNCH(32); break;                 \
-    }
+/* LAUNCH(E) with the final / output kernel built for a sort of kp entries (register budget per E;
+ * k <= 16,384 reaches E = 32). */
+#define KNN_BY_E(kp, LAUNCH)                     \
+    do {                                         \
+        const int e_ = ltk_sort_e_of(kp);        \
+        if (e_ > 16) LAUNCH(32);                 \
+        else LTK_BY_E(e_, LAUNCH);               \
+    } while (0)
 
 /* The dynamic shared memory of the final and output kernels, set only when a call needs more than
  * before on this device (each call paid two attribute sets at its start, while the GPU waits for

@@ -174,9 +174,10 @@ static __device__ __forceinline__ void ltk_hist_add_agg(uint32_t *hist, bool act
 }
 
 /* Histogram add aggregated over any lanes of the warp that share a digit: one atomic per distinct
- * digit. For candidate lists, whose keys sit just above a threshold and share their top bits, the
- * warp holds a few distinct digits but rarely one, and the per-lane atomics of ltk_hist_add_agg
- * then serialise on those few addresses. */
+ * digit (the indexer's candidate select; the kNN's selects under LTK_CUDA_KNN_HIST=match). For
+ * candidate lists, whose keys sit just above a threshold and share their top bits, the warp holds
+ * a few distinct digits but rarely one, and the per-lane atomics of ltk_hist_add_agg then
+ * serialise on those few addresses. */
 static __device__ __forceinline__ void ltk_hist_add_match(uint32_t *hist, bool act, uint32_t d) {
     const uint32_t peers = __match_any_sync(LTK_FULL, act ? d : 0xffffffffu); /* digits are < 2^11 */
     if (act && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[d], (uint32_t)__popc(peers));
@@ -409,8 +410,23 @@ template <int E> static __device__ void ltk_sort_desc(uint64_t *s, int np) {
     }
     ltk_bitonic_desc(s, np);
 }
-/* E for a sort of np (a power of two) entries: np / LTK_SEL_NT, at least 1 (host side). */
-static inline int ltk_sort_e_of(int np) { return np / LTK_SEL_NT > 1 ? np / LTK_SEL_NT : 1; }
+/* E for a sort of n entries (padded to np, the next power of two): np / LTK_SEL_NT, at least 1
+ * (host side). */
+static inline int ltk_sort_e_of(int64_t n) {
+    int64_t np = 1;
+    while (np < n) np <<= 1;
+    return np / LTK_SEL_NT > 1 ? (int)(np / LTK_SEL_NT) : 1;
+}
+/* LAUNCH(E) with the kernel built for E (from ltk_sort_e_of) in {1, 2, 4, 8, 16}; larger E gets 16:
+ * callers that sort more than 8,192 entries dispatch E = 32 themselves (the kNN). */
+#define LTK_BY_E(e, LAUNCH)     \
+    switch (e) {                \
+    case 1: LAUNCH(1); break;   \
+    case 2: LAUNCH(2); break;   \
+    case 4: LAUNCH(4); break;   \
+    case 8: LAUNCH(8); break;   \
+    default: LAUNCH(16); break; \
+    }
 
 /* Sources of composites ------------------------------------------------------------------------ */
 struct ltk_src_cand_smem { /* candidates held in shared memory */
