@@ -64,7 +64,6 @@ kqi: python3 bench/gpu_knn_torch.py --sweep-only --qi 64,128 --json "${OUT:-.}/b
 # (ksan: compute-sanitizer memcheck and racecheck on test-cuda-knn --small; knt: the whole kNN table.)
 ksan: for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done
 knt: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
-# (khist: two A/B switches compiled in session 6, not yet run: the threshold and final selects'
-#  histogram adds per distinct digit (LTK_CUDA_KNN_HIST=match), the threshold's passes over the sample
-#  staged in shared memory (LTK_CUDA_KNN_THR=smem): the kNN tests under both, then the timeline A/B.)
-khist: LTK_CUDA_KNN_HIST=match LTK_CUDA_KNN_THR=smem gpu-bin/test-cuda-knn | tail -2; for v in "x x" "match x" "x smem" "match smem"; do set -- $v; echo "LTK_CUDA_KNN_HIST=$1 LTK_CUDA_KNN_THR=$2"; LTK_CUDA_KNN_HIST=$1 LTK_CUDA_KNN_THR=$2 python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192 | grep -E "event-timed|final|threshold"; done
+# (khist, run in s7-run1: the two session-6 A/B switches; THR=smem is now the default, HIST=match
+#  was removed. kthr: the threshold's sample staged in shared memory vs read from global memory.)
+kthr: for v in smem global; do echo "LTK_CUDA_KNN_THR=$v"; LTK_CUDA_KNN_THR=$v python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192 | grep -E "event-timed|final|threshold"; done

@@ -43,6 +43,20 @@
 
 
 static int64_t knn_chunk_rows = KNN_MAXCHUNK; /* tests lower it to exercise the merge */
+
+/* Sample rows for a chunk of nr rows and this k. The threshold is the r-th largest sampled score
+ * with r ~ 2 k m / nr, aimed at 2 k candidates; its spread depends on r alone (~1/sqrt(r)), so
+ * beyond r = 64 a larger sample buys nothing: m = 32 nr / k, within [4096, KNN_SAMPLE] and <= nr.
+ * Why: at k = 8,192, N = 1M the full 32,768-row sample (r = 512) cost 23 us of scan and 31 us of
+ * threshold per call (H200, s7-run1); r = 64 keeps P(fewer than k candidates) = P(Poisson(32) >=
+ * 64) ~ 1e-7 and the 32,768-entry candidate cap out of reach. Monotone in nr, so the plan's m
+ * (of the largest chunk) bounds every chunk's. */
+static int64_t knn_sample_rows(int64_t nr, int k) {
+    int64_t m = (32 * nr + k - 1) / k;
+    if (m < 4096) m = 4096;
+    if (m > KNN_SAMPLE) m = KNN_SAMPLE;
+    return m < nr ? m : nr;
+}
 extern "C" void ltk_cuda_knn_debug_chunk(int64_t rows) { knn_chunk_rows = rows > 0 ? rows : KNN_MAXCHUNK; }
 
 
@@ -334,8 +348,7 @@ struct knn_ctl {
     /* per-chunk results: sorted composites (key, ~local index), count */
     uint64_t *res;
     int32_t *res_cnt, *st_fb, *st_cand;
-    int hist_match; /* radix histograms aggregated per distinct digit (LTK_CUDA_KNN_HIST=match) */
-    int thr_smem;   /* the threshold's radix passes over the sample staged in shared memory (LTK_CUDA_KNN_THR=smem) */
+    int thr_smem;   /* the threshold's radix passes over the sample staged in shared memory (knn_thr_smem) */
 };
 
 struct knn_src_samp {
@@ -345,7 +358,7 @@ struct knn_src_samp {
     __device__ uint64_t comp(int64_t i) const { return (uint64_t)ltk_key32(__float_as_uint(s[i])) << 32; }
 };
 
-/* The sample's rank keys staged in shared memory (LTK_CUDA_KNN_THR=smem). */
+/* The sample's rank keys staged in shared memory (knn_thr_smem). */
 struct knn_src_skeys {
     const uint32_t *k;
     int64_t cnt;
@@ -379,12 +392,10 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ct
                 for (int64_t i = threadIdx.x; i < c.m; i += LTK_SEL_NT) thr_keys[i] = ltk_key32(__float_as_uint(sp[i]));
                 __syncthreads();
                 knn_src_skeys src = {thr_keys, c.m};
-                if (c.hist_match) ltk_radix_select<knn_src_skeys, 2>(src, (uint32_t)r, 64, 32, &sm);
-                else ltk_radix_select<knn_src_skeys, 1>(src, (uint32_t)r, 64, 32, &sm);
+                ltk_radix_select<knn_src_skeys, 1>(src, (uint32_t)r, 64, 32, &sm);
             } else {
                 knn_src_samp src = {c.samp + (int64_t)qq * c.m, c.m};
-                if (c.hist_match) ltk_radix_select<knn_src_samp, 2>(src, (uint32_t)r, 64, 32, &sm);
-                else ltk_radix_select<knn_src_samp, 1>(src, (uint32_t)r, 64, 32, &sm);
+                ltk_radix_select<knn_src_samp, 1>(src, (uint32_t)r, 64, 32, &sm);
             }
             t = (uint32_t)(sm.prefix >> 32);
         }
@@ -441,7 +452,8 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_fb_step_kernel(knn_ctl 
 
 /* Final select of one query of one chunk: candidates (or the fallback's gathered composites),
  * sorted descending into res[qq][0..kp). */
-template <int E> static __global__ void __launch_bounds__(LTK_SEL_NT) knn_final_kernel(knn_ctl c) {
+/* (E >= 16: one CTA an SM, else ptxas held E = 16 to 64 registers and spilled) */
+template <int E> static __global__ void __launch_bounds__(LTK_SEL_NT, E >= 16 ? 1 : 2) knn_final_kernel(knn_ctl c) {
     extern __shared__ __align__(16) unsigned char smraw[];
     ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
     uint64_t *sb = (uint64_t *)(smraw + sizeof(ltk_sel_smem));
@@ -459,8 +471,7 @@ template <int E> static __global__ void __launch_bounds__(LTK_SEL_NT) knn_final_
             got = (uint32_t)src.cnt;
             __syncthreads();
         } else {
-            if (c.hist_match) ltk_radix_select<ltk_src_cand_glob, 2>(src, (uint32_t)c.k, 64, 0, sm);
-            else ltk_radix_select<ltk_src_cand_glob, 1>(src, (uint32_t)c.k, 64, 0, sm);
+            ltk_radix_select<ltk_src_cand_glob, 1>(src, (uint32_t)c.k, 64, 0, sm);
             got = ltk_gather(src, sm->prefix, sm->mask, sb, c.kp, sm);
             for (int j = got + threadIdx.x; j < c.kp; j += LTK_SEL_NT) sb[j] = 0ull;
             __syncthreads();
@@ -605,7 +616,7 @@ static ltk_status knn_make_plan(const ltk_knn_args *a, const ltk_exec *e, knn_pl
     if (pl->nch < 1) pl->nch = 1;
     if (pl->nch > 64) return ltk_error(LTK_EUNSUPPORTED, "cuda knn: N=%lld needs %d chunks (at most 64)", (long long)a->N, pl->nch);
     pl->cap = 4 * (int64_t)a->k > 32768 ? 4 * (int64_t)a->k : 32768;
-    pl->m = pl->chunk < KNN_SAMPLE ? pl->chunk : KNN_SAMPLE;
+    pl->m = knn_sample_rows(pl->chunk, a->k);
     int64_t Q = pl->qb;
     int mat = e && e->algo == LTK_ALGO_MATERIALIZE;
     size_t o = 0;
@@ -681,23 +692,16 @@ static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st
     return LTK_OK;
 }
 
-/* LTK_CUDA_KNN_HIST=match: the threshold and final selects aggregate their histogram adds per
- * distinct digit of a warp. An A/B switch, compiled but not yet run on the GPU (session 6): ncu
- * found the final select at k = 8,192 shared-memory bound (40% excess wavefronts), and the
- * candidates' shared top bits make the default's per-lane atomics collide. Read at every call. */
-static int knn_hist_match(void) {
-    const char *e = getenv("LTK_CUDA_KNN_HIST");
-    return e && !strcmp(e, "match");
-}
-
-/* LTK_CUDA_KNN_THR=smem: the threshold kernel reads the sample once into shared memory (c.m <=
- * KNN_SAMPLE keys, 128 KB) and runs its radix passes there; the same keys, so the same threshold.
- * An A/B switch, compiled but not yet run on the GPU (session 6): ncu found that kernel (29-34 us
- * a call, 5% of a call at N = 1M) latency-bound, no unit above 20%, its passes re-reading the
- * sample from L2. */
+/* The threshold kernel reads the sample once into shared memory (c.m <= KNN_SAMPLE keys, 128 KB)
+ * and runs its radix passes there; the same keys, so the same threshold. Why: ncu found that
+ * kernel (29-34 us a call, 5% of a call at N = 1M) latency-bound, its passes re-reading the sample
+ * from L2; staged, 31.3 -> 26.9 us (H200, B = 64, N = 1M, s7-run1). Where the device refuses 128 KB
+ * (sm_86/89) or LTK_CUDA_KNN_THR=global (A/B), the passes read the sample from global memory. The
+ * per-dtype histogram aggregation per distinct digit (LTK_CUDA_KNN_HIST=match, session 6) measured
+ * slower in the same run (threshold 31 -> 45 us, final select at k = 8,192 110 -> 118 us): removed. */
 static int knn_thr_smem(void) {
     const char *e = getenv("LTK_CUDA_KNN_THR");
-    if (!(e && !strcmp(e, "smem"))) return 0;
+    if (e && !strcmp(e, "global")) return 0;
     static int attr_ok[64]; /* per device: 0 not tried, 1 set, -1 refused (one value for every call:
                              * concurrent first calls set the same) */
     int dev = 0;
@@ -826,7 +830,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             c.kp = pl->kp;
             c.n = nr;
             c.cap = pl->cap;
-            c.m = nr < KNN_SAMPLE ? nr : KNN_SAMPLE;
+            c.m = knn_sample_rows(nr, a->k);
             c.samp = (const float *)(ws + pl->o_samp);
             c.thr = (uint32_t *)(ws + pl->o_thr);
             c.cnt = (uint32_t *)(ws + pl->o_cnt);
@@ -846,7 +850,6 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             c.res_cnt = res_cnt;
             c.st_fb = (int32_t *)(ws + pl->o_stfb);
             c.st_cand = (int32_t *)(ws + pl->o_stc);
-            c.hist_match = knn_hist_match();
             c.thr_smem = knn_thr_smem();
             /* 1. sample: every (nr/m)-th row */
             if (nr > c.cap && !score_only) {

@@ -174,7 +174,7 @@ static __device__ __forceinline__ void ltk_hist_add_agg(uint32_t *hist, bool act
 }
 
 /* Histogram add aggregated over any lanes of the warp that share a digit: one atomic per distinct
- * digit (the indexer's candidate select; the kNN's selects under LTK_CUDA_KNN_HIST=match). For
+ * digit (the indexer's candidate select; in the kNN's selects it measured slower, s7-run1). For
  * candidate lists, whose keys sit just above a threshold and share their top bits, the warp holds
  * a few distinct digits but rarely one, and the per-lane atomics of ltk_hist_add_agg then
  * serialise on those few addresses. */
@@ -192,7 +192,7 @@ static __device__ __forceinline__ void ltk_hist_add_match(uint32_t *hist, bool a
  * sm->kk entries of the final bucket (comp & mask) == prefix are still to be taken (all of it
  * when it stopped early or the mask is complete; otherwise a tie to settle by the caller).
  * Requires k <= n. AGG: 0 a shared atomic per entry, 1 one per warp when the whole warp shares a
- * digit (raw rows: flat ones), 2 one per distinct digit of the warp (ltk_hist_add_match). */
+ * digit (raw rows: flat ones). */
 template <class Src, int AGG>
 static __device__ void ltk_radix_select(const Src &src, uint32_t k, int hi_bit, int lo_bit, ltk_sel_smem *sm) {
     uint64_t prefix = 0, mask = 0;
@@ -216,8 +216,7 @@ static __device__ void ltk_radix_select(const Src &src, uint32_t k, int hi_bit, 
                 int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x;
                 bool act = i < n && (c[u] & mask) == prefix;
                 uint32_t d = (uint32_t)((c[u] >> sh) & dm);
-                if (AGG == 2) ltk_hist_add_match(sm->hist, act, d);
-                else if (AGG) ltk_hist_add_agg(sm->hist, act, d);
+                if (AGG) ltk_hist_add_agg(sm->hist, act, d);
                 else if (act) atomicAdd(&sm->hist[d], 1u);
             }
         }
@@ -302,12 +301,25 @@ static __device__ void ltk_bitonic_desc(uint64_t *s, int np) {
 
 /* The same network for composites that carry a 32-bit payload (raw, when RAW), shared by the
  * indexer's select and the kNN's: one stage in shared memory (every thread, then a barrier). */
-template <bool RAW>
+/* Slot of logical position e while ltk_sort_regs round-trips through shared memory: the low 4
+ * bits XOR bits 4..7. Why: thread t holds positions t E .. t E + E - 1, so for a fixed j the 32
+ * lanes of a warp touched 8-byte words E apart, the same bank for E = 16: 16- to 32-way conflicts
+ * on every register/shared-memory round trip (ncu, session 6: 40% excess wavefronts in the kNN's
+ * k = 8,192 final select). Swizzled, each half-warp hits 16 distinct words for E <= 16, and the
+ * wide stages (32 consecutive positions a warp) stay conflict-free: the XOR permutes inside
+ * aligned blocks of 16. */
+static __device__ __forceinline__ int ltk_sort_swz(int e) { return e ^ ((e >> 4) & 15); }
+
+template <bool RAW, bool SWZ = false>
 static __device__ __forceinline__ void ltk_sort_stage_smem(uint64_t *comp, uint32_t *raw, int np, int size,
                                                            int stride) {
     for (int i = threadIdx.x; i < np / 2; i += LTK_SEL_NT) {
         int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
         bool desc = (lo & size) == 0;
+        if (SWZ) { /* (desc is of the logical position; the slots are swizzled) */
+            lo = ltk_sort_swz(lo);
+            hi = ltk_sort_swz(hi);
+        }
         uint64_t a = comp[lo], b = comp[hi];
         if ((a < b) == desc) {
             comp[lo] = b;
@@ -329,27 +341,29 @@ static __device__ __forceinline__ void ltk_sort_stage_smem(uint64_t *comp, uint3
  * (87% L1 throughput, 0.85 ms per 4,096 rows, ncu run 3). */
 template <int E, bool RAW> static __device__ void ltk_sort_regs(uint64_t *comp, uint32_t *raw, int np) {
     const int t = threadIdx.x, lane = t & 31;
+    const int nt = np / E;
     uint64_t c[E];
     uint32_t r[E];
+    /* the input's order does not matter to a sort: read it coalesced (position j nt + t) */
 #pragma unroll
     for (int j = 0; j < E; j++) {
-        c[j] = comp[t * E + j];
-        r[j] = RAW ? raw[t * E + j] : 0u;
+        c[j] = comp[j * nt + t];
+        r[j] = RAW ? raw[j * nt + t] : 0u;
     }
     for (int size = 2; size <= np; size <<= 1) {
         int stride = size >> 1;
         if (stride >= 32 * E) {
 #pragma unroll
             for (int j = 0; j < E; j++) {
-                comp[t * E + j] = c[j];
-                if (RAW) raw[t * E + j] = r[j];
+                comp[ltk_sort_swz(t * E + j)] = c[j];
+                if (RAW) raw[ltk_sort_swz(t * E + j)] = r[j];
             }
             __syncthreads();
-            for (; stride >= 32 * E; stride >>= 1) ltk_sort_stage_smem<RAW>(comp, raw, np, size, stride);
+            for (; stride >= 32 * E; stride >>= 1) ltk_sort_stage_smem<RAW, true>(comp, raw, np, size, stride);
 #pragma unroll
             for (int j = 0; j < E; j++) {
-                c[j] = comp[t * E + j];
-                if (RAW) r[j] = raw[t * E + j];
+                c[j] = comp[ltk_sort_swz(t * E + j)];
+                if (RAW) r[j] = raw[ltk_sort_swz(t * E + j)];
             }
         }
         for (; stride >= E; stride >>= 1) {
@@ -386,10 +400,24 @@ template <int E, bool RAW> static __device__ void ltk_sort_regs(uint64_t *comp, 
             }
         }
     }
+    /* out in natural order: through the swizzled slots, then transposed (two conflict-free
+     * passes instead of one with E-way conflicts) */
 #pragma unroll
     for (int j = 0; j < E; j++) {
-        comp[t * E + j] = c[j];
-        if (RAW) raw[t * E + j] = r[j];
+        comp[ltk_sort_swz(t * E + j)] = c[j];
+        if (RAW) raw[ltk_sort_swz(t * E + j)] = r[j];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < E; j++) {
+        c[j] = comp[ltk_sort_swz(j * nt + t)];
+        if (RAW) r[j] = raw[ltk_sort_swz(j * nt + t)];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < E; j++) {
+        comp[j * nt + t] = c[j];
+        if (RAW) raw[j * nt + t] = r[j];
     }
     __syncthreads();
 }
