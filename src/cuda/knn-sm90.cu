@@ -62,8 +62,10 @@ template <int QI> struct ks_misc {
     float xn[2][KS_BN]; /* |x|^2 of the item's rows, by item parity */
     uint64_t full[ks_cfg<QI>::NST], empty[ks_cfg<QI>::NST];
 };
-template <int QI> constexpr int ks_smem() {
-    return ks_cfg<QI>::NST * ks_cfg<QI>::STAGE_BYTES + (int)sizeof(ks_misc<QI>) + 1024; /* base alignment slack */
+/* (GATE adds the math warps' staging lists after ks_misc: 8 x 2.5 KB) */
+template <int QI, int MODE> constexpr int ks_smem() {
+    return ks_cfg<QI>::NST * ks_cfg<QI>::STAGE_BYTES + (int)sizeof(ks_misc<QI>) +
+           (MODE == KNN_GATE ? KS_MATH_WARPS * 2560 : 0) + 1024; /* base alignment slack */
 }
 /* Register split of the 128-query build: the launch gives 168 a thread (65536 / 384); the producer
  * group gives back 128 x (168 - 40), which the math groups take: 256 x (232 - 168). */
@@ -136,14 +138,68 @@ template <int DT> static __device__ __forceinline__ float ks_sq8(const uint8_t *
 #endif
 
 /* The GATE epilogue of one item: the thread's 64 entries of one accumulator set (queries qa and
- * qa + 8, base rows 128 half + 8 j + 2 (lane % 4) (+1)) gated into a bit mask, then one atomicAdd per query with passes
- * reserves the slots, then the writes. Why: a returning atomic per passing entry (knn_emit) stalled
- * the warp on an L2 round trip each time, ~1 us under full HBM load and several per item, which
- * the ring could not hide (fused 2.33 ms vs score-only 2.01 ms at B = 64, N = 5M). */
+ * qa + 8, base rows 128 half + 8 j + 2 (lane % 4) (+1)) gated into a bit mask; the passing entries
+ * go to the warp's staging list in shared memory (positions from a warp scan, no atomics), which
+ * the warp flushes to the candidate lists only when the next item's passes would not fit.
+ * Why: a returning global atomicAdd a thread and query with passes (the previous epilogue, itself
+ * replacing one per passing entry) stalled the math warps on an L2 round trip in nearly every
+ * item once ~1% of the scores pass (k = 8,192: 16k candidates a query), while both math groups sat
+ * in their epilogues and the tensor cores idled: the gated scan ran 1.15x the score-only scan at
+ * B = 64, N = 2M, k = 8192 (940 vs 821 us at k = 128, s7-run2). Staged, a flush pays one round
+ * trip for up to KS_LIST entries, with one atomic per distinct query of each 32 (the paper's
+ * per-warp staging lists flushed in batches). */
+#define KS_LIST 256 /* staged entries per math warp */
+struct ks_list {
+    uint32_t key[KS_LIST], rel[KS_LIST];
+    uint16_t q[KS_LIST]; /* query in the batch (< KNN_QBATCH) */
+};
+static_assert(sizeof(ks_list) == 2560, "ks_smem counts 2560 bytes a list (16-byte aligned)");
+
+#define KS_FLUSH_R 4
+
+/* Moves the warp's fill staged entries to the candidate lists (every lane, warp-uniform fill). */
+static __device__ __forceinline__ void ks_flush(const knn_params &p, const ks_list *l, int fill, int lane) {
+    __syncwarp(); /* the lanes' staging stores are visible to the warp */
+    for (int b0 = 0; b0 < fill; b0 += 32 * KS_FLUSH_R) {
+        /* KS_FLUSH_R rounds of 32: their atomics in flight together, then the writes */
+        uint32_t at[KS_FLUSH_R], peers[KS_FLUSH_R], q[KS_FLUSH_R];
+#pragma unroll
+        for (int r = 0; r < KS_FLUSH_R; r++) {
+            const int i = b0 + 32 * r + lane;
+            q[r] = i < fill ? (uint32_t)l->q[i] : 0xffffffffu;
+            peers[r] = __match_any_sync(LTK_FULL, q[r]);
+            at[r] = 0;
+            if (q[r] != 0xffffffffu && lane == __ffs(peers[r]) - 1) at[r] = atomicAdd(&p.cnt[q[r]], (uint32_t)__popc(peers[r]));
+        }
+#pragma unroll
+        for (int r = 0; r < KS_FLUSH_R; r++) {
+            const int i = b0 + 32 * r + lane;
+            const uint32_t pos = __shfl_sync(LTK_FULL, at[r], __ffs(peers[r]) - 1) + __popc(peers[r] & ((1u << lane) - 1u));
+            if (q[r] != 0xffffffffu && (int64_t)pos < p.cap) {
+                p.ckey[(int64_t)q[r] * p.cap + pos] = l->key[i];
+                p.crel[(int64_t)q[r] * p.cap + pos] = l->rel[i];
+            }
+        }
+    }
+    __syncwarp(); /* the list is read before it is refilled */
+}
+
+/* Score of passing entry `bit` of pm[h], again: acc is indexed by a run-time value only here, on
+ * the rare passing entries (a select chain, no local memory: see the SASS). */
+template <bool IP>
+static __device__ __forceinline__ float ks_entry(const knn_params &p, const float (&acc)[64], const float *xn,
+                                                 float qn, int h, int bit, int row) {
+    float a = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        if (i == bit) a = acc[4 * (i >> 1) + 2 * h + (i & 1)];
+    return IP ? a + 0.0f : knn_score(a, qn, xn[row], p.metric);
+}
+
 template <bool IP>
 static __device__ __forceinline__ void ks_gate(const knn_params &p, const float (&acc)[64], const float *xn,
                                                const float (&qn_r)[2], const uint32_t (&thr_r)[2], int half, int lane,
-                                               int64_t n0, int qa) {
+                                               int64_t n0, int qa, ks_list *l, int &fill) {
     const int64_t lim = p.n - n0; /* rows of this item inside the launch */
     const int rb = half * 128 + 2 * (lane & 3);
     uint32_t pm[2] = {0u, 0u}; /* bit 2 j + b of pm[h]: entry (row rb + 8 j + b, query qa + 8 h) passes */
@@ -156,26 +212,49 @@ static __device__ __forceinline__ void ks_gate(const knn_params &p, const float 
             pm[h] |= (uint32_t)(ltk_key32(__float_as_uint(sc)) >= thr_r[h] && row < lim) << (2 * j + (e & 1));
         }
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        if (!pm[h] || qa + 8 * h >= p.nq) continue;
-        const int64_t qq = qa + 8 * h;
-        uint32_t at = atomicAdd(&p.cnt[qq], (uint32_t)__popc(pm[h]));
-        uint32_t *ck = p.ckey + qq * p.cap, *cr = p.crel + qq * p.cap;
-        for (uint32_t mm = pm[h]; mm; mm &= mm - 1, at++) {
-            const int bit = __ffs(mm) - 1, row = rb + 8 * (bit >> 1) + (bit & 1);
-            /* the entry again, by its bit: acc is indexed by a run-time value only here, on the
-             * rare passing entries (a select chain, no local memory: see the SASS) */
-            float a = 0.0f;
+    for (int h = 0; h < 2; h++)
+        if (qa + 8 * h >= p.nq) pm[h] = 0u;
+    const int nt = __popc(pm[0]) + __popc(pm[1]);
+    int incl = nt; /* warp inclusive scan of the passes */
 #pragma unroll
-            for (int i = 0; i < 32; i++)
-                if (i == bit) a = acc[4 * (i >> 1) + 2 * h + (i & 1)];
-            const float sc = IP ? a + 0.0f : knn_score(a, qn_r[h], xn[row], p.metric);
-            if ((int64_t)at < p.cap) {
-                ck[at] = ltk_key32(__float_as_uint(sc));
-                cr[at] = (uint32_t)(n0 + row);
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(LTK_FULL, incl, o);
+        if (lane >= o) incl += y;
+    }
+    const int tot = __shfl_sync(LTK_FULL, incl, 31);
+    if (tot == 0) return;
+    if (fill + tot > KS_LIST) {
+        ks_flush(p, l, fill, lane);
+        fill = 0;
+    }
+    if (tot > KS_LIST) { /* more than a list in one item (a low threshold): straight to global memory */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            if (!pm[h]) continue;
+            const int64_t qq = qa + 8 * h;
+            uint32_t at = atomicAdd(&p.cnt[qq], (uint32_t)__popc(pm[h]));
+            for (uint32_t mm = pm[h]; mm; mm &= mm - 1, at++) {
+                const int bit = __ffs(mm) - 1, row = rb + 8 * (bit >> 1) + (bit & 1);
+                const float sc = ks_entry<IP>(p, acc, xn, qn_r[h], h, bit, row);
+                if ((int64_t)at < p.cap) {
+                    p.ckey[qq * p.cap + at] = ltk_key32(__float_as_uint(sc));
+                    p.crel[qq * p.cap + at] = (uint32_t)(n0 + row);
+                }
             }
         }
+        return;
     }
+    int at = fill + incl - nt;
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        for (uint32_t mm = pm[h]; mm; mm &= mm - 1, at++) {
+            const int bit = __ffs(mm) - 1, row = rb + 8 * (bit >> 1) + (bit & 1);
+            const float sc = ks_entry<IP>(p, acc, xn, qn_r[h], h, bit, row);
+            l->key[at] = ltk_key32(__float_as_uint(sc));
+            l->rel[at] = (uint32_t)(n0 + row);
+            l->q[at] = (uint16_t)(qa + 8 * h);
+        }
+    fill += tot;
 }
 
 template <int DT, int MODE, int QI>
@@ -240,6 +319,10 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
     const int qg = QI == 128 ? 64 * wg : 0;      /* the group's first query in the item */
     const int qa = qg + 16 * wl + (lane >> 2);   /* this thread's queries: qa and qa + 8 */
     const bool need_xn = p.metric != LTK_METRIC_IP;
+    /* GATE: this warp's staging list (an expression, not a live register: the 128-query build's
+     * math threads hold 128 accumulators) and its fill (warp-uniform) */
+#define KS_MY_LIST ((ks_list *)((uint8_t *)m + sizeof(ks_misc<QI>)) + (mt >> 5))
+    int fill = 0;
     float acc[NACC][64];
 #pragma unroll
     for (int s2 = 0; s2 < NACC; s2++)
@@ -322,8 +405,8 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
             const int half = QI == 64 ? wg : s2; /* which 128 rows of the item acc[s2] holds */
             if constexpr (MODE == KNN_GATE) {
                 /* inner product (the common case) without the |x|^2 reads: fewer live registers */
-                if (p.metric == LTK_METRIC_IP) ks_gate<true>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa);
-                else ks_gate<false>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa);
+                if (p.metric == LTK_METRIC_IP) ks_gate<true>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, fill);
+                else ks_gate<false>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, fill);
             } else {
 #pragma unroll
                 for (int j = 0; j < 16; j++)
@@ -336,6 +419,8 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
             }
         }
     }
+    if (MODE == KNN_GATE && fill) ks_flush(p, KS_MY_LIST, fill, lane);
+#undef KS_MY_LIST
 #endif
 }
 
@@ -390,7 +475,7 @@ template <int DT, int MODE, int QI> static ltk_status ks_launch(const knn_params
     static int attr_set = 0;
     if (!attr_set) {
         LTK_SEL_TRY(cudaFuncSetAttribute(ks_score_kernel<DT, MODE, QI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         ks_smem<QI>()));
+                                         ks_smem<QI, MODE>()));
         attr_set = 1;
     }
     CUtensorMap tx, tq;
@@ -399,7 +484,7 @@ template <int DT, int MODE, int QI> static ltk_status ks_launch(const knn_params
     const int64_t items = ((p.n + KS_BN - 1) / KS_BN) * ((p.nq + QI - 1) / QI);
     const int grid = (int)(items < sms ? items : sms);
     if (grid < 1) return LTK_OK;
-    ks_score_kernel<DT, MODE, QI><<<grid, KS_THREADS, ks_smem<QI>(), st>>>(tx, tq, p);
+    ks_score_kernel<DT, MODE, QI><<<grid, KS_THREADS, ks_smem<QI, MODE>(), st>>>(tx, tq, p);
     LTK_SEL_TRY(cudaGetLastError());
     return LTK_OK;
 }
