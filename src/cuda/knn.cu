@@ -349,7 +349,25 @@ struct knn_ctl {
     uint64_t *res;
     int32_t *res_cnt, *st_fb, *st_cand;
     int thr_smem;   /* the threshold's radix passes over the sample staged in shared memory (knn_thr_smem) */
+    int stage;      /* final select: candidate keys it stages in shared memory (0: none) */
 };
+
+/* Rank r of the threshold in the sample of m (of n rows): as in select.cu, ~2k expected
+ * candidates, a stable quantile (16 <= r <= 64 where that stays below half the cap), so that the
+ * expected count n r / m neither falls below k nor reaches the cap. Host (stage sizing) and device. */
+static __host__ __device__ __forceinline__ int64_t knn_thr_rank(int k, int64_t m, int64_t n, int64_t cap) {
+    int64_t r = (2 * (int64_t)k * m + n - 1) / n;
+    int64_t rv = cap * m / (2 * n);
+    rv = rv < 16 ? 16 : (rv > 64 ? 64 : rv);
+    return r < rv ? rv : r;
+}
+
+/* The threshold's radix passes stop at composite bit 42: the key's top 22 bits (sign, exponent, 13
+ * mantissa bits). Why: any threshold at or below the r-th sampled score is exact (the candidates
+ * only have to hold the top k), and one of these buckets spans 2^-13 of its octave, so the extra
+ * candidates are the few sampled scores within that of the r-th; the third pass cost a third of
+ * the kernel. */
+#define KNN_THR_LO 42
 
 struct knn_src_samp {
     const float *s;
@@ -381,21 +399,17 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ct
     for (int i = threadIdx.x; i < LTK_SEL_BINS; i += LTK_SEL_NT) c.fb_hist[(int64_t)qq * LTK_SEL_BINS + i] = 0;
     uint32_t t = 0;
     if (c.n > c.cap && c.m >= 16) {
-        /* as in select.cu: ~2k expected candidates, a stable quantile (r <= 64), no overflow */
-        int64_t r = (2 * (int64_t)c.k * c.m + c.n - 1) / c.n;
-        int64_t rv = c.cap * c.m / (2 * c.n);
-        rv = rv < 16 ? 16 : (rv > 64 ? 64 : rv);
-        if (r < rv) r = rv;
+        const int64_t r = knn_thr_rank(c.k, c.m, c.n, c.cap);
         if (r <= c.m) {
             if (c.thr_smem) { /* one read of the sample, then the passes from shared memory */
                 const float *sp = c.samp + (int64_t)qq * c.m;
                 for (int64_t i = threadIdx.x; i < c.m; i += LTK_SEL_NT) thr_keys[i] = ltk_key32(__float_as_uint(sp[i]));
                 __syncthreads();
                 knn_src_skeys src = {thr_keys, c.m};
-                ltk_radix_select<knn_src_skeys, 1>(src, (uint32_t)r, 64, 32, &sm);
+                ltk_radix_select<knn_src_skeys, 1>(src, (uint32_t)r, 64, KNN_THR_LO, &sm);
             } else {
                 knn_src_samp src = {c.samp + (int64_t)qq * c.m, c.m};
-                ltk_radix_select<knn_src_samp, 1>(src, (uint32_t)r, 64, 32, &sm);
+                ltk_radix_select<knn_src_samp, 1>(src, (uint32_t)r, 64, KNN_THR_LO, &sm);
             }
             t = (uint32_t)(sm.prefix >> 32);
         }
@@ -450,6 +464,94 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_fb_step_kernel(knn_ctl 
     }
 }
 
+/* The final select with the candidates' keys staged in shared memory (skeys, cnt <= c.stage): the
+ * radix passes run over the 32-bit keys there, and only the winners' row indices are read from
+ * global memory. Returns false, with nothing written to the output, when more than LTK_SEL_BINS
+ * entries share the k-th key (the caller then runs the composite select over global memory). Why: over ~16k candidates at k = 8,192 the passes re-read 8-byte composites from L2
+ * three times, a dependent round trip every 8 entries a thread (the kernel took 83 us of a
+ * 0.64 ms call at B = 64, N = 1M). */
+static __device__ bool knn_final_staged(const ltk_src_cand_glob &src, int k, int kp, ltk_sel_smem *sm, uint64_t *sb,
+                                        uint32_t *skeys, uint32_t *got) {
+    const int n = (int)src.cnt;
+    /* (LTK_SEL_U loads in flight a thread, as in the radix passes: one L2 round trip each otherwise) */
+    for (int i0 = 0; i0 < n; i0 += LTK_SEL_NT * LTK_SEL_U) {
+        uint32_t v[LTK_SEL_U];
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
+            v[u] = i < n ? __ldcg(src.key + i) : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
+            if (i < n) skeys[i] = v[u];
+        }
+    }
+    __syncthreads();
+    knn_src_skeys ks = {skeys, n};
+    ltk_radix_select<knn_src_skeys, 1>(ks, (uint32_t)k, 64, 32, sm);
+    /* Entries above the final bucket are in; of the bucket, kk. The bucket holds more than kk only
+     * when the k-th key itself is tied (the mask then covers the whole key): those entries go to a
+     * list, and the kk of lowest row index are taken. Why not the composite select over global
+     * memory for ties: with bf16 data ~1% of queries tie at the k-th key, and the CTA that does
+     * pays both selects while the others wait (97 vs 83 us at k = 8192, s7-run5). */
+    const uint64_t prefix = sm->prefix, mask = sm->mask;
+    const uint32_t kk = sm->kk, bucket = sm->bucket;
+    const bool tie = bucket != kk;
+    if (tie && bucket > LTK_SEL_BINS) return false; /* (block-uniform) a flat tail: the composite select */
+    uint32_t *tie_rel = sm->hist; /* free after the select */
+    if (threadIdx.x == 0) {
+        sm->cnt = 0;
+        sm->last = 0;
+    }
+    for (int j = threadIdx.x; j < kp; j += LTK_SEL_NT) sb[j] = 0ull;
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    for (int i0 = 0; i0 < n; i0 += LTK_SEL_NT * LTK_SEL_U) {
+        uint32_t key[LTK_SEL_U], rel[LTK_SEL_U], tk = 0, tt = 0; /* bit u: entry u taken / tied */
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) { /* the winners' row indices: loads in flight together */
+            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
+            key[u] = i < n ? skeys[i] : 0u;
+            const uint64_t kc = ((uint64_t)key[u] << 32) & mask;
+            const bool take = i < n && (kc > prefix || (!tie && kc == prefix));
+            const bool tied = i < n && tie && kc == prefix;
+            rel[u] = take || tied ? __ldcg(src.rel + i) : 0u;
+            tk |= (uint32_t)take << u;
+            tt |= (uint32_t)tied << u;
+        }
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            const bool take = (tk >> u) & 1u;
+            const uint32_t b = __ballot_sync(LTK_FULL, take);
+            if (b) {
+                uint32_t base = 0;
+                if (lane == __ffs(b) - 1) base = atomicAdd(&sm->cnt, (uint32_t)__popc(b));
+                base = __shfl_sync(LTK_FULL, base, __ffs(b) - 1);
+                const uint32_t pos = base + __popc(b & ((1u << lane) - 1u));
+                if (take && pos < (uint32_t)kp) sb[pos] = ltk_comp(key[u], rel[u]);
+            }
+            if ((tt >> u) & 1u) tie_rel[atomicAdd(&sm->last, 1u)] = rel[u]; /* rare */
+        }
+    }
+    __syncthreads();
+    if (tie) { /* rank each tied entry by row index (distinct): the kk lowest follow the k - kk above */
+        const uint32_t above = sm->cnt, kt = (uint32_t)(prefix >> 32);
+        for (uint32_t t = threadIdx.x; t < bucket; t += LTK_SEL_NT) {
+            const uint32_t r = tie_rel[t];
+            uint32_t rank = 0;
+            for (uint32_t j = 0; j < bucket; j++) rank += tie_rel[j] < r;
+            if (rank < kk && above + rank < (uint32_t)kp) sb[above + rank] = ltk_comp(kt, r);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) sm->cnt = above + kk;
+        __syncthreads();
+    }
+    *got = sm->cnt < (uint32_t)kp ? sm->cnt : (uint32_t)kp;
+    __syncthreads();
+    return true;
+}
+
 /* Final select of one query of one chunk: candidates (or the fallback's gathered composites),
  * sorted descending into res[qq][0..kp). */
 /* (E >= 16: one CTA an SM, else ptxas held E = 16 to 64 registers and spilled) */
@@ -466,11 +568,16 @@ template <int E> static __global__ void __launch_bounds__(LTK_SEL_NT, E >= 16 ? 
         __syncthreads();
     } else {
         ltk_src_cand_glob src = {c.ckey + (int64_t)qq * c.cap, c.crel + (int64_t)qq * c.cap, (int64_t)c.cnt[qq]};
+        bool done = false;
         if (src.cnt <= c.k) {
             for (int j = threadIdx.x; j < c.kp; j += LTK_SEL_NT) sb[j] = j < src.cnt ? src.comp(j) : 0ull;
             got = (uint32_t)src.cnt;
             __syncthreads();
-        } else {
+            done = true;
+        } else if (src.cnt <= c.stage) {
+            done = knn_final_staged(src, c.k, c.kp, sm, sb, (uint32_t *)(sb + c.kp), &got);
+        }
+        if (!done) {
             ltk_radix_select<ltk_src_cand_glob, 1>(src, (uint32_t)c.k, 64, 0, sm);
             got = ltk_gather(src, sm->prefix, sm->mask, sb, c.kp, sm);
             for (int j = got + threadIdx.x; j < c.kp; j += LTK_SEL_NT) sb[j] = 0ull;
@@ -596,6 +703,7 @@ typedef struct knn_plan {
     int nch;
     int kp;
     int64_t cap, m;
+    int64_t stage; /* candidate keys the final select stages in shared memory (before the device's limit) */
     size_t o_qn, o_samp, o_thr, o_cnt, o_ckey, o_crel, o_fbany, o_fbon, o_fbhist, o_fbcnt, o_fbkk, o_fbpre, o_fbmask,
         o_fbout, o_fbshift, o_fbtop, o_res, o_rescnt, o_stfb, o_stc, o_S, o_sidx, o_ssc, o_sws, total;
     size_t sel_ws;
@@ -617,6 +725,12 @@ static ltk_status knn_make_plan(const ltk_knn_args *a, const ltk_exec *e, knn_pl
     if (pl->nch > 64) return ltk_error(LTK_EUNSUPPORTED, "cuda knn: N=%lld needs %d chunks (at most 64)", (long long)a->N, pl->nch);
     pl->cap = 4 * (int64_t)a->k > 32768 ? 4 * (int64_t)a->k : 32768;
     pl->m = knn_sample_rows(pl->chunk, a->k);
+    {   /* twice the expected candidates of the largest chunk (n r / m, or every row when no sample) */
+        const int64_t n = pl->chunk, r = knn_thr_rank(a->k, pl->m, n, pl->cap);
+        int64_t ex = n <= pl->cap ? n : (r * n + pl->m - 1) / pl->m;
+        int64_t sc = 2 * ex + 1024;
+        pl->stage = (sc < pl->cap ? sc : pl->cap + 15) / 16 * 16;
+    }
     int64_t Q = pl->qb;
     int mat = e && e->algo == LTK_ALGO_MATERIALIZE;
     size_t o = 0;
@@ -762,8 +876,16 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
                           cudaStream_t st, int sms, int sm90) {
     const int esz = DT == 0 ? 4 : 2;
     const int mat = e->algo == LTK_ALGO_MATERIALIZE, score_only = e->algo == LTK_ALGO_SCORE_ONLY;
-    const size_t fin_smem = sizeof(ltk_sel_smem) + (size_t)pl->kp * 8;
-    LTK_FORWARD_IF(knn_fin_smem_reserve(fin_smem));
+    const size_t fin_smem = sizeof(ltk_sel_smem) + (size_t)pl->kp * 8; /* output kernels */
+    /* the final kernels also stage candidate keys, as many as the device's shared memory allows */
+    int dev = 0, smem_optin = 0;
+    LTK_SEL_TRY(cudaGetDevice(&dev));
+    LTK_SEL_TRY(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    int64_t stage = pl->stage;
+    if ((int64_t)fin_smem + stage * 4 > smem_optin) stage = ((int64_t)smem_optin - (int64_t)fin_smem) / 4 / 16 * 16;
+    if (stage < 2 * (int64_t)a->k) stage = 0; /* too few to matter: the global-memory select */
+    const size_t fin_smem_final = fin_smem + (size_t)stage * 4;
+    LTK_FORWARD_IF(knn_fin_smem_reserve(fin_smem_final));
     for (int64_t b0 = 0; b0 < a->B; b0 += pl->qb) {
         int nq = (int)(a->B - b0 < pl->qb ? a->B - b0 : pl->qb);
         const char *qptr = (const char *)a->queries + b0 * a->q_stride * esz;
@@ -851,6 +973,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             c.st_fb = (int32_t *)(ws + pl->o_stfb);
             c.st_cand = (int32_t *)(ws + pl->o_stc);
             c.thr_smem = knn_thr_smem();
+            c.stage = (int)stage;
             /* 1. sample: every (nr/m)-th row */
             if (nr > c.cap && !score_only) {
                 knn_params ps = p;
@@ -900,7 +1023,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             }
             LTK_FORWARD_IF((knn_score_launch<DT, KNN_TAKE>(p, sms, st)));
             /* 5. final select */
-#define KNN_FINAL(E) knn_final_kernel<E><<<nq, LTK_SEL_NT, fin_smem, st>>>(c)
+#define KNN_FINAL(E) knn_final_kernel<E><<<nq, LTK_SEL_NT, fin_smem_final, st>>>(c)
             KNN_BY_E(pl->kp, KNN_FINAL);
 #undef KNN_FINAL
             LTK_SEL_TRY(cudaGetLastError());

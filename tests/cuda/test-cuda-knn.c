@@ -78,6 +78,16 @@ static int run_gpu(const kcase *c, void *dq, void *dx, int64_t *doi, float *dos,
     return (int)s;
 }
 
+/* A value of (pair, dimension), the same for both rows of a pair: every score comes twice, so the
+ * k-th is tied about every other query and the tie is broken by row index. */
+static float pair_value(int64_t i) {
+    uint64_t h = (uint64_t)i * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return (float)(h & 0xffff) / 32768.0f - 1.0f;
+}
+
 static void run_case(const kcase *c) {
     int64_t qs = c->D + c->qpad, xs = c->D + c->xpad, os = c->k + c->opad;
     size_t es = c->dtype == LTK_DTYPE_F32 ? 4 : 2;
@@ -94,6 +104,7 @@ static void run_case(const kcase *c) {
                 else if (c->gen == 2) v = (r % 97 == 5) ? NAN : rng_normal();
                 else if (c->gen == 3) v = proto[(r % 8) * c->D + d];
                 else if (c->gen == 4) v = proto[(r % 8) * c->D + d] + 0.05f * rng_normal();
+                else if (c->gen == 5) v = pair_value((r >> 1) * (int64_t)c->D + d); /* rows in equal pairs */
                 else v = rng_normal();
             }
             put(hx, c->dtype, r * xs + d, v);
@@ -268,6 +279,7 @@ int main(int argc, char **argv) {
         kc(2, 20000, 40, 5, F32, LTK_METRIC_L2, 0, 3, 1, 0, 1, 0);
         kc(2, 40000, 16, 7, F16, LTK_METRIC_COS, 1, 0, 0, 0, 1, 0); /* flat, N > cap: fallback passes */
         kc(260, 36000, 16, 5, B16, LTK_METRIC_L2, 1, 0, 0, 0, 1, 0); /* 128-query items (sm_90a), fallback */
+        kc(8, 36000, 32, 100, B16, LTK_METRIC_IP, 5, 0, 0, 0, 1, 0);  /* rows in pairs: tied k-th key */
         printf("%d passed, %d failed\n", g_pass, g_fail);
         return g_fail ? 1 : 0;
     }
@@ -293,11 +305,14 @@ int main(int argc, char **argv) {
     kc(4, 50000, 64, 200, B16, LTK_METRIC_L2, 3, 0, 0, 0, 1, 9000);  /* chunks + ties across chunks */
     kc(1100, 3000, 32, 8, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);   /* two query batches */
     kc(8, 20000, 768, 64, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);   /* D = 768 */
+    kc(16, 40000, 64, 100, B16, LTK_METRIC_IP, 5, 0, 0, 0, 1, 0);  /* rows in pairs: k-th key tied */
+    kc(16, 40000, 64, 3000, B16, LTK_METRIC_L2, 5, 0, 0, 0, 1, 0);
     /* B >= 256: the sm_90a loop's 128-query items (both math groups on all 256 rows, the last
      * item part padding); each metric, fallback, ties, f16, D = 768 */
     for (int m = 0; m < 3; m++) kc(300, 40000, 128, 100, B16, m, 0, 0, 0, 0, 1, 0);
     kc(260, 40000, 64, 100, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);  /* flat: fallback for every query */
     kc(257, 40000, 64, 300, F16, LTK_METRIC_L2, 3, 0, 0, 0, 1, 0);  /* heavy ties */
+    kc(258, 40000, 64, 500, B16, LTK_METRIC_IP, 5, 0, 0, 0, 1, 0);  /* rows in pairs */
     kc(256, 30000, 768, 64, B16, LTK_METRIC_COS, 0, 0, 0, 0, 1, 0); /* D = 768 */
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
