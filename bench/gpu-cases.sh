@@ -63,6 +63,9 @@ p16k: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 
 kqi: python3 bench/gpu_knn_torch.py --sweep-only --qi 64,128 --json "${OUT:-.}/bench.jsonl"
 # (ksan: compute-sanitizer memcheck and racecheck on test-cuda-knn --small; knt: the whole kNN table.)
 ktest: gpu-bin/test-cuda-knn | tail -3; LTK_CUDA_KNN_QI=64 gpu-bin/test-cuda-knn | tail -1
+# (kgraph: the kNN tests with the check + fallback graph forced for every sampled chunk, also
+#  under the sanitizers, then the timeline and the table in the default mode)
+kgraph: gpu-bin/test-cuda-knn | tail -3; LTK_CUDA_KNN_GRAPH=1 gpu-bin/test-cuda-knn | tail -3; for t in memcheck racecheck; do LTK_CUDA_KNN_GRAPH=1 compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done
 ksan: for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done
 knt: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
 # (khist, run in s7-run1: the two session-6 A/B switches; THR=smem is now the default, HIST=match

@@ -417,10 +417,9 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ct
     if (threadIdx.x == 0) c.thr[qq] = t;
 }
 
-/* After GATE: decide per query whether the candidates are provably complete. */
-static __global__ void knn_check_kernel(knn_ctl c) {
-    int qq = blockIdx.x * blockDim.x + threadIdx.x;
-    if (qq >= c.nq) return;
+/* After GATE: decide per query whether the candidates are provably complete (true: it needs the
+ * exact fallback), and reset the fallback's per-query state. */
+static __device__ bool knn_check_query(const knn_ctl &c, int qq) {
     uint32_t n = c.cnt[qq];
     bool fb = (int64_t)n > c.cap || ((int64_t)n < c.k && (int64_t)n < c.n);
     c.fb_on[qq] = fb;
@@ -436,6 +435,21 @@ static __global__ void knn_check_kernel(knn_ctl c) {
         atomicExch(&c.fb_any[qq / KNN_BQ], 1u);
         atomicExch(&c.fb_any[(c.nq + KNN_BQ - 1) / KNN_BQ], 1u);
     }
+    return fb;
+}
+
+static __global__ void knn_check_kernel(knn_ctl c) {
+    int qq = blockIdx.x * blockDim.x + threadIdx.x;
+    if (qq < c.nq) (void)knn_check_query(c, qq);
+}
+
+/* The same check as the first node of the fallback graph (knn_fallback_graph): one CTA, which then
+ * sets the graph's condition, so that the fallback passes run only when some query needs them. */
+static __global__ void __launch_bounds__(256) knn_check_cond_kernel(knn_ctl c, cudaGraphConditionalHandle h) {
+    int any = 0;
+    for (int qq = threadIdx.x; qq < c.nq; qq += 256) any |= knn_check_query(c, qq) ? 1 : 0;
+    any = __syncthreads_or(any);
+    if (threadIdx.x == 0) cudaGraphSetConditional(h, any ? 1u : 0u);
 }
 
 /* Between HIST passes: pick the digit, narrow the prefix, clear the histogram. */
@@ -871,6 +885,162 @@ static ltk_status knn_fin_smem_reserve(size_t fin_smem) {
     return LTK_OK;
 }
 
+/* The exact fallback: 6 histogram passes over the chunk's rows (each followed by a step that picks
+ * the digit) and a take pass, for the queries the check marked; each launch exits at once when no
+ * query of its blocks needs it. */
+template <int DT> static ltk_status knn_fallback_passes(const knn_params &p, const knn_ctl &c, int sms, cudaStream_t st) {
+    for (int pass = 0; pass < 6; pass++) {
+        LTK_FORWARD_IF((knn_score_launch<DT, KNN_HIST>(p, sms, st)));
+        knn_fb_step_kernel<<<c.nq, LTK_SEL_NT, 0, st>>>(c);
+        LTK_SEL_TRY(cudaGetLastError());
+    }
+    LTK_FORWARD_IF((knn_score_launch<DT, KNN_TAKE>(p, sms, st)));
+    return LTK_OK;
+}
+
+/* ---- the check and the fallback as a CUDA graph with a conditional node ----------------------
+ * Why: the 13 fallback launches are almost always empty, yet cost ~30 us a call (B = 64, N = 1M:
+ * 6% of the call, s7-run6). Reading the flag on the host was slower (session 5: the GPU idles
+ * until the next launch arrives), so the decision stays on the device: a graph of [check -> IF
+ * (any query needs it) { the 13 launches }], launched in the stream where they were. Built on the
+ * first call with given arguments (captured from the same launch code), then replayed; a few are
+ * kept per process. Used for chunks of >= KNN_GRAPH_ROWS rows, where building one (~0.1-0.2 ms of
+ * host time) hides behind the GATE scan; not while the caller's stream is being captured (plain
+ * launches then). LTK_CUDA_KNN_GRAPH=0 never, =1 for every sampled chunk (tests; a failure to
+ * build is then an error instead of a silent return to plain launches). */
+#define KNN_GRAPH_ROWS 262144
+#define KNN_GRAPHS 8
+struct knn_graph_key {
+    knn_params p;
+    knn_ctl c;
+    int dev, sms, dt, qi64;
+};
+struct knn_graph_ent {
+    int used;
+    knn_graph_key key;
+    cudaGraphExec_t exec;
+};
+static knn_graph_ent knn_graphs[KNN_GRAPHS];
+static int knn_graph_next, knn_graph_broken;
+static cudaStream_t knn_graph_cs[64]; /* per device: the stream the bodies are captured from */
+static pthread_mutex_t knn_graph_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int knn_graph_mode(void) { /* 0 off, 1 forced, 2 default (large chunks) */
+    const char *e = getenv("LTK_CUDA_KNN_GRAPH");
+    if (e && !strcmp(e, "0")) return 0;
+    if (e && !strcmp(e, "1")) return 1;
+    return 2;
+}
+
+/* Builds [check -> IF { fallback passes }] (lock held). */
+template <int DT>
+static ltk_status knn_graph_build(const knn_params &p, const knn_ctl &c, int sms, int dev, cudaGraphExec_t *out) {
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ex = NULL;
+    ltk_status s = LTK_OK;
+    cudaError_t ce = cudaSuccess;
+    cudaGraphConditionalHandle h;
+    cudaGraphNode_t chk, cn;
+    cudaKernelNodeParams kp = {};
+    /* (a union with members whose constructors C++ deletes: plain bytes, zeroed) */
+    alignas(cudaGraphNodeParams) unsigned char cp_bytes[sizeof(cudaGraphNodeParams)];
+    cudaGraphNodeParams &cp = *reinterpret_cast<cudaGraphNodeParams *>(cp_bytes);
+    knn_ctl cc = c;
+    void *args[2] = {(void *)&cc, (void *)&h};
+    if (!knn_graph_cs[dev]) {
+        ce = cudaStreamCreateWithFlags(&knn_graph_cs[dev], cudaStreamNonBlocking);
+        if (ce != cudaSuccess) goto fail;
+    }
+    if ((ce = cudaGraphCreate(&g, 0)) != cudaSuccess) goto fail;
+    if ((ce = cudaGraphConditionalHandleCreate(&h, g, 0, cudaGraphCondAssignDefault)) != cudaSuccess) goto fail;
+    kp.func = (void *)knn_check_cond_kernel;
+    kp.gridDim = dim3(1);
+    kp.blockDim = dim3(256);
+    kp.kernelParams = args;
+    if ((ce = cudaGraphAddKernelNode(&chk, g, NULL, 0, &kp)) != cudaSuccess) goto fail;
+    memset(cp_bytes, 0, sizeof cp_bytes);
+    cp.type = cudaGraphNodeTypeConditional;
+    cp.conditional.handle = h;
+    cp.conditional.type = cudaGraphCondTypeIf;
+    cp.conditional.size = 1;
+    if ((ce = cudaGraphAddNode(&cn, g, &chk, NULL, 1, &cp)) != cudaSuccess) goto fail;
+    if (!cp.conditional.phGraph_out || !cp.conditional.phGraph_out[0]) { /* (seen under compute-sanitizer) */
+        s = ltk_error(LTK_EUNSUPPORTED, "knn fallback graph: no body graph for the conditional node");
+        goto done;
+    }
+    if ((ce = cudaStreamBeginCaptureToGraph(knn_graph_cs[dev], cp.conditional.phGraph_out[0], NULL, NULL, 0,
+                                            cudaStreamCaptureModeThreadLocal)) != cudaSuccess)
+        goto fail;
+    {
+        s = knn_fallback_passes<DT>(p, c, sms, knn_graph_cs[dev]);
+        cudaGraph_t body = NULL;
+        cudaError_t ce2 = cudaStreamEndCapture(knn_graph_cs[dev], &body);
+        if (s != LTK_OK) goto done;
+        if ((ce = ce2) != cudaSuccess) goto fail;
+    }
+    if ((ce = cudaGraphInstantiate(&ex, g, 0)) != cudaSuccess) goto fail;
+    cudaGraphDestroy(g);
+    *out = ex;
+    return LTK_OK;
+fail:
+    s = ltk_error(LTK_ECUDA, "knn fallback graph: %s", cudaGetErrorString(ce));
+done:
+    (void)cudaGetLastError();
+    if (g) cudaGraphDestroy(g);
+    return s;
+}
+
+/* Check + fallback for one chunk: LTK_OK when done (by the graph or by plain launches). */
+template <int DT>
+static ltk_status knn_check_and_fallback(const knn_params &p, const knn_ctl &c, int sms, cudaStream_t st) {
+    if (c.n <= c.cap) { /* no sample: every row is a candidate, cnt = n <= cap, no fallback possible */
+        knn_check_kernel<<<(c.nq + 255) / 256, 256, 0, st>>>(c);
+        LTK_SEL_TRY(cudaGetLastError());
+        return LTK_OK;
+    }
+    const int mode = knn_graph_mode();
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    int dev = -1;
+    if (mode && (mode == 1 || c.n >= KNN_GRAPH_ROWS) && cudaStreamIsCapturing(st, &cap) == cudaSuccess &&
+        cap == cudaStreamCaptureStatusNone && cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64 &&
+        !__atomic_load_n(&knn_graph_broken, __ATOMIC_ACQUIRE)) {
+        knn_graph_key key;
+        memset(&key, 0, sizeof key);
+        key.p = p;
+        key.c = c;
+        key.dev = dev;
+        key.sms = sms;
+        key.dt = DT;
+        const char *qi = getenv("LTK_CUDA_KNN_QI");
+        key.qi64 = qi && !strcmp(qi, "64");
+        pthread_mutex_lock(&knn_graph_lock);
+        cudaGraphExec_t ex = NULL;
+        for (int i = 0; i < KNN_GRAPHS && !ex; i++)
+            if (knn_graphs[i].used && !memcmp(&knn_graphs[i].key, &key, sizeof key)) ex = knn_graphs[i].exec;
+        ltk_status s = LTK_OK;
+        if (!ex) {
+            s = knn_graph_build<DT>(p, c, sms, dev, &ex);
+            if (s == LTK_OK) {
+                knn_graph_ent *e = &knn_graphs[knn_graph_next];
+                knn_graph_next = (knn_graph_next + 1) % KNN_GRAPHS;
+                if (e->used) (void)cudaGraphExecDestroy(e->exec); /* (work already launched completes) */
+                e->used = 1;
+                e->key = key;
+                e->exec = ex;
+            }
+        }
+        cudaError_t ce = s == LTK_OK ? cudaGraphLaunch(ex, st) : cudaSuccess;
+        pthread_mutex_unlock(&knn_graph_lock);
+        if (s == LTK_OK && ce == cudaSuccess) return LTK_OK;
+        if (mode == 1) return s != LTK_OK ? s : ltk_error(LTK_ECUDA, "knn fallback graph launch: %s", cudaGetErrorString(ce));
+        (void)cudaGetLastError(); /* default mode: plain launches from now on */
+        __atomic_store_n(&knn_graph_broken, 1, __ATOMIC_RELEASE);
+    }
+    knn_check_kernel<<<(c.nq + 255) / 256, 256, 0, st>>>(c);
+    LTK_SEL_TRY(cudaGetLastError());
+    return knn_fallback_passes<DT>(p, c, sms, st);
+}
+
 template <int DT>
 static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_plan *pl, unsigned char *ws,
                           cudaStream_t st, int sms, int sm90) {
@@ -1009,19 +1179,8 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             p.fb_cnt = c.fb_cnt;
             LTK_FORWARD_IF((knn_score_launch<DT, KNN_GATE>(p, sms, st)));
             if (score_only) continue;
-            /* 3. check, 4. exact fallback passes (no-ops unless a query needs them) */
-            knn_check_kernel<<<(nq + 255) / 256, 256, 0, st>>>(c);
-            LTK_SEL_TRY(cudaGetLastError());
-            /* The fallback's 7 scan launches and 6 steps exit at once when no query needs them
-             * (~26 us of empty launches at B = 64). Reading the flag on the host to skip them was
-             * measured slower (H200, B = 64, N = 1M: 0.577 vs 0.556 ms at k = 1024, 0.847 vs 0.727
-             * at k = 8192): the round trip leaves the GPU idle until the next launch arrives. */
-            for (int pass = 0; pass < 6; pass++) {
-                LTK_FORWARD_IF((knn_score_launch<DT, KNN_HIST>(p, sms, st)));
-                knn_fb_step_kernel<<<nq, LTK_SEL_NT, 0, st>>>(c);
-                LTK_SEL_TRY(cudaGetLastError());
-            }
-            LTK_FORWARD_IF((knn_score_launch<DT, KNN_TAKE>(p, sms, st)));
+            /* 3. check, 4. exact fallback passes (only when a query needs them) */
+            LTK_FORWARD_IF(knn_check_and_fallback<DT>(p, c, sms, st));
             /* 5. final select */
 #define KNN_FINAL(E) knn_final_kernel<E><<<nq, LTK_SEL_NT, fin_smem_final, st>>>(c)
             KNN_BY_E(pl->kp, KNN_FINAL);

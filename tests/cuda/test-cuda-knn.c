@@ -306,6 +306,10 @@ int main(int argc, char **argv) {
     kc(1100, 3000, 32, 8, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);   /* two query batches */
     kc(8, 20000, 768, 64, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);   /* D = 768 */
     kc(16, 40000, 64, 100, B16, LTK_METRIC_IP, 5, 0, 0, 0, 1, 0);  /* rows in pairs: k-th key tied */
+    /* chunks of >= 262,144 rows: the check and fallback as a graph with a conditional node (the
+     * others take it under LTK_CUDA_KNN_GRAPH=1): its body skipped, then run (flat corpus) */
+    kc(4, 300000, 32, 100, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);
+    kc(3, 300000, 16, 50, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);
     kc(16, 40000, 64, 3000, B16, LTK_METRIC_L2, 5, 0, 0, 0, 1, 0);
     /* B >= 256: the sm_90a loop's 128-query items (both math groups on all 256 rows, the last
      * item part padding); each metric, fallback, ties, f16, D = 768 */
