@@ -443,7 +443,7 @@ static __global__ void knn_check_kernel(knn_ctl c) {
     if (qq < c.nq) (void)knn_check_query(c, qq);
 }
 
-/* The same check as the first node of the fallback graph (knn_fallback_graph): one CTA, which then
+/* The same check as the first node of the fallback graph (knn_graph_build): one CTA, which then
  * sets the graph's condition, so that the fallback passes run only when some query needs them. */
 static __global__ void __launch_bounds__(256) knn_check_cond_kernel(knn_ctl c, cudaGraphConditionalHandle h) {
     int any = 0;
@@ -481,9 +481,10 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_fb_step_kernel(knn_ctl 
 /* The final select with the candidates' keys staged in shared memory (skeys, cnt <= c.stage): the
  * radix passes run over the 32-bit keys there, and only the winners' row indices are read from
  * global memory. Returns false, with nothing written to the output, when more than LTK_SEL_BINS
- * entries share the k-th key (the caller then runs the composite select over global memory). Why: over ~16k candidates at k = 8,192 the passes re-read 8-byte composites from L2
- * three times, a dependent round trip every 8 entries a thread (the kernel took 83 us of a
- * 0.64 ms call at B = 64, N = 1M). */
+ * entries share the k-th key (the caller then runs the composite select over global memory).
+ * Why: the global-memory passes re-read 8-byte composites from L2 three times, a round trip every
+ * LTK_SEL_U entries a thread. Measured (H200, B = 64, N = 1M, s7-run6): 16.4 -> 15.7 us at
+ * k = 1024; 83 us either way at k = 8192, where the 8192-entry sort is the cost. */
 static __device__ bool knn_final_staged(const ltk_src_cand_glob &src, int k, int kp, ltk_sel_smem *sm, uint64_t *sb,
                                         uint32_t *skeys, uint32_t *got) {
     const int n = (int)src.cnt;
@@ -825,7 +826,7 @@ static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st
  * kernel (29-34 us a call, 5% of a call at N = 1M) latency-bound, its passes re-reading the sample
  * from L2; staged, 31.3 -> 26.9 us (H200, B = 64, N = 1M, s7-run1). Where the device refuses 128 KB
  * (sm_86/89) or LTK_CUDA_KNN_THR=global (A/B), the passes read the sample from global memory. The
- * per-dtype histogram aggregation per distinct digit (LTK_CUDA_KNN_HIST=match, session 6) measured
+ * histogram aggregation per distinct digit (LTK_CUDA_KNN_HIST=match, session 6) measured
  * slower in the same run (threshold 31 -> 45 us, final select at k = 8,192 110 -> 118 us): removed. */
 static int knn_thr_smem(void) {
     const char *e = getenv("LTK_CUDA_KNN_THR");
