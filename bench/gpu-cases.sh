@@ -63,6 +63,9 @@ p16k: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 
 kqi: python3 bench/gpu_knn_torch.py --sweep-only --qi 64,128 --json "${OUT:-.}/bench.jsonl"
 # (ksan: compute-sanitizer memcheck and racecheck on test-cuda-knn --small; knt: the whole kNN table.)
 ktest: gpu-bin/test-cuda-knn | tail -3; LTK_CUDA_KNN_QI=64 gpu-bin/test-cuda-knn | tail -1
+# (ksort: the bucket sort of the final select, compiled in session 7 and not yet run: the kNN tests
+#  under LTK_CUDA_KNN_SORT=bucket, then the timeline A/B at k = 4096 and 8192)
+ksort: LTK_CUDA_KNN_SORT=bucket gpu-bin/test-cuda-knn | tail -3; LTK_CUDA_KNN_SORT=bucket compute-sanitizer --tool racecheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; for v in bitonic bucket; do echo "LTK_CUDA_KNN_SORT=$v"; LTK_CUDA_KNN_SORT=$v python3 bench/knn_timeline.py --B 64 --N 1048576 --k 4096,8192 | grep -E "event-timed|final"; done
 # (kgraph: the kNN tests with the check + fallback graph forced for every sampled chunk, also
 #  under the sanitizers, then the timeline and the table in the default mode)
 kgraph: gpu-bin/test-cuda-knn | tail -3; LTK_CUDA_KNN_GRAPH=1 gpu-bin/test-cuda-knn | tail -3; for t in memcheck racecheck; do LTK_CUDA_KNN_GRAPH=1 compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done

@@ -350,6 +350,7 @@ struct knn_ctl {
     int32_t *res_cnt, *st_fb, *st_cand;
     int thr_smem;   /* the threshold's radix passes over the sample staged in shared memory (knn_thr_smem) */
     int stage;      /* final select: candidate keys it stages in shared memory (0: none) */
+    int sort_bucket; /* final select: ltk_sort_bucket first (LTK_CUDA_KNN_SORT=bucket; A/B, not yet run) */
 };
 
 /* Rank r of the threshold in the sample of m (of n rows): as in select.cu, ~2k expected
@@ -599,7 +600,10 @@ template <int E> static __global__ void __launch_bounds__(LTK_SEL_NT, E >= 16 ? 
             __syncthreads();
         }
     }
-    ltk_sort_desc<E>(sb, c.kp);
+    /* (the bucket sort's scratch is the staging area: its stage keys hold stage / 2 composites) */
+    if (!(E >= 8 && c.sort_bucket && 2 * got <= (uint32_t)c.stage &&
+          ltk_sort_bucket(sb, got, (uint64_t *)(sb + c.kp), sm)))
+        ltk_sort_desc<E>(sb, c.kp);
     for (int j = threadIdx.x; j < c.kp; j += LTK_SEL_NT) c.res[(int64_t)qq * c.kp + j] = sb[j];
     if (threadIdx.x == 0) c.res_cnt[qq] = (int32_t)(got < (uint32_t)c.k ? got : (uint32_t)c.k);
 }
@@ -819,6 +823,15 @@ static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st
     knn_score_kernel<DT, MODE><<<(unsigned)grid, KNN_NT, sizeof(knn_smem), st>>>(p);
     LTK_SEL_TRY(cudaGetLastError());
     return LTK_OK;
+}
+
+/* LTK_CUDA_KNN_SORT=bucket: the final select sorts its winners with ltk_sort_bucket (falling back
+ * to the bitonic network on a crowded bucket), for k > 2048. An A/B switch, compiled in session 7
+ * with no device time left to run it: test-cuda-knn under it, then the timeline A/B (gpu-cases
+ * ksort). Read at every call. */
+static int knn_sort_bucket(void) {
+    const char *e = getenv("LTK_CUDA_KNN_SORT");
+    return e && !strcmp(e, "bucket");
 }
 
 /* The threshold kernel reads the sample once into shared memory (c.m <= KNN_SAMPLE keys, 128 KB)
@@ -1145,6 +1158,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             c.st_cand = (int32_t *)(ws + pl->o_stc);
             c.thr_smem = knn_thr_smem();
             c.stage = (int)stage;
+            c.sort_bucket = knn_sort_bucket();
             /* 1. sample: every (nr/m)-th row */
             if (nr > c.cap && !score_only) {
                 knn_params ps = p;

@@ -103,6 +103,7 @@ struct ltk_sel_smem {
     uint32_t ovf;       /* overflow flag */
     uint32_t digit, above, bucket; /* result of the last bucket search */
     uint32_t found_rel, last;
+    uint32_t kmin, kmax, bmax; /* ltk_sort_bucket: key range, largest bucket */
     uint64_t prefix, mask;
     uint32_t kk;
 };
@@ -438,6 +439,81 @@ template <int E> static __device__ void ltk_sort_desc(uint64_t *s, int np) {
     }
     ltk_bitonic_desc(s, np);
 }
+/* Sorts the n real composites of s[0..n) descending by a bucket sort (the rest of s stays 0), with
+ * scratch for n composites; false, with s untouched, when a bucket would exceed LTK_BUCKET_MAX
+ * entries (the caller then uses ltk_sort_desc). Buckets: 2048 equal ranges of the key between the
+ * smallest and the largest key of the entries, highest first; inside a bucket each entry's place
+ * is its count of larger composites there (composites are distinct, so the order is the sort's).
+ * Why: the bitonic network of 8192 entries takes 91 compare-exchange stages over 16 entries a
+ * thread, ~60 of the kNN final select's 83 us at k = 8192 (s7-run6); this is a few passes over
+ * shared memory. Called by every thread after a barrier. An A/B switch: compiled, not yet run. */
+#define LTK_BUCKET_MAX 128
+static __device__ bool ltk_sort_bucket(uint64_t *s, uint32_t n, uint64_t *scratch, ltk_sel_smem *sm) {
+    const int lane = threadIdx.x & 31;
+    if (n == 0) return true; /* (block-uniform; and the key range below would be empty) */
+    if (threadIdx.x == 0) {
+        sm->kmin = 0xffffffffu;
+        sm->kmax = 0u;
+        sm->bmax = 0u;
+    }
+    for (int i = threadIdx.x; i < LTK_SEL_BINS; i += LTK_SEL_NT) sm->hist[i] = 0;
+    __syncthreads();
+    for (uint32_t i0 = 0; i0 < n; i0 += LTK_SEL_NT) { /* key range (one atomic a warp) */
+        const uint32_t i = i0 + threadIdx.x;
+        const uint32_t key = i < n ? (uint32_t)(s[i] >> 32) : 0u;
+        const uint32_t mn = __reduce_min_sync(LTK_FULL, i < n ? key : 0xffffffffu);
+        const uint32_t mx = __reduce_max_sync(LTK_FULL, key);
+        if (lane == 0) {
+            atomicMin(&sm->kmin, mn);
+            atomicMax(&sm->kmax, mx);
+        }
+    }
+    __syncthreads();
+    const uint32_t kmin = sm->kmin;
+    int sh = 0;
+    while (sh < 32 && ((sm->kmax - kmin) >> sh) >= (uint32_t)LTK_SEL_BINS) sh++;
+    /* bucket b = 2047 - ((key - kmin) >> sh): ascending b is descending key */
+    for (uint32_t i = threadIdx.x; i < n; i += LTK_SEL_NT)
+        atomicAdd(&sm->hist[LTK_SEL_BINS - 1 - (((uint32_t)(s[i] >> 32) - kmin) >> sh)], 1u);
+    __syncthreads();
+    /* starts of the buckets (exclusive scan, 4 bins a thread) and the largest bucket */
+    const int per = LTK_SEL_BINS / LTK_SEL_NT, b0 = per * threadIdx.x;
+    uint32_t cnt[LTK_SEL_BINS / LTK_SEL_NT], loc = 0, big = 0;
+#pragma unroll
+    for (int j = 0; j < per; j++) {
+        cnt[j] = sm->hist[b0 + j];
+        loc += cnt[j];
+        big = cnt[j] > big ? cnt[j] : big;
+    }
+    uint32_t tot;
+    uint32_t st = ltk_block_scan(loc, sm->warp, &tot);
+    big = __reduce_max_sync(LTK_FULL, big);
+    if (lane == 0) atomicMax(&sm->bmax, big);
+#pragma unroll
+    for (int j = 0; j < per; j++) {
+        sm->hist[b0 + j] = st; /* start; the scatter below turns it into the bucket's end */
+        st += cnt[j];
+    }
+    __syncthreads();
+    if (sm->bmax > LTK_BUCKET_MAX) return false; /* (block-uniform) */
+    for (uint32_t i = threadIdx.x; i < n; i += LTK_SEL_NT) {
+        const uint64_t c = s[i];
+        const uint32_t b = LTK_SEL_BINS - 1 - (((uint32_t)(c >> 32) - kmin) >> sh);
+        scratch[atomicAdd(&sm->hist[b], 1u)] = c;
+    }
+    __syncthreads();
+    for (uint32_t p = threadIdx.x; p < n; p += LTK_SEL_NT) {
+        const uint64_t c = scratch[p];
+        const uint32_t b = LTK_SEL_BINS - 1 - (((uint32_t)(c >> 32) - kmin) >> sh);
+        const uint32_t lo = b ? sm->hist[b - 1] : 0u, hi = sm->hist[b];
+        uint32_t rank = 0;
+        for (uint32_t j = lo; j < hi; j++) rank += scratch[j] > c;
+        s[lo + rank] = c;
+    }
+    __syncthreads();
+    return true;
+}
+
 /* E for a sort of n entries (padded to np, the next power of two): np / LTK_SEL_NT, at least 1
  * (host side). */
 static inline int ltk_sort_e_of(int64_t n) {
