@@ -132,7 +132,6 @@ static __device__ void sel_topk(const sel_src &src, uint32_t need, uint64_t *com
     if (threadIdx.x == 0) sm->cnt = 0;
     for (int i = threadIdx.x; i < np; i += SEL_THREADS) comp[i] = 0; /* padding below every entry */
     __syncthreads();
-    const int lane = threadIdx.x & 31;
     for (int64_t i = threadIdx.x; i < nr; i += SEL_THREADS) {
         bool take = false;
         uint64_t c = 0;
@@ -143,16 +142,10 @@ static __device__ void sel_topk(const sel_src &src, uint32_t need, uint64_t *com
             c = sel_comp(s, idx);
             take = (c & mask) >= prefix;
         }
-        uint32_t b = __ballot_sync(0xffffffffu, take);
-        if (b) {
-            uint32_t base = 0;
-            if (lane == __ffs(b) - 1) base = atomicAdd(&sm->cnt, (uint32_t)__popc(b));
-            base = __shfl_sync(0xffffffffu, base, __ffs(b) - 1);
-            uint32_t pos = base + __popc(b & ((1u << lane) - 1u));
-            if (take && pos < need) {
-                comp[pos] = c;
-                raw[pos] = __float_as_uint(s);
-            }
+        const uint32_t pos = ltk_warp_append(take, &sm->cnt);
+        if (take && pos < need) {
+            comp[pos] = c;
+            raw[pos] = __float_as_uint(s);
         }
     }
     __syncthreads();

@@ -62,10 +62,16 @@ template <int QI> struct ks_misc {
     float xn[2][KS_BN]; /* |x|^2 of the item's rows, by item parity */
     uint64_t full[ks_cfg<QI>::NST], empty[ks_cfg<QI>::NST];
 };
-/* (GATE adds the math warps' staging lists after ks_misc: 8 x 2.5 KB) */
+/* GATE: a staging list per math warp after ks_misc (ks_gate below). */
+#define KS_LIST 256 /* staged entries per math warp */
+struct ks_list {
+    uint32_t key[KS_LIST], rel[KS_LIST];
+    uint16_t q[KS_LIST]; /* query in the batch (< KNN_QBATCH) */
+};
+static_assert(sizeof(ks_list) % 16 == 0, "lists stay 16-byte aligned");
 template <int QI, int MODE> constexpr int ks_smem() {
     return ks_cfg<QI>::NST * ks_cfg<QI>::STAGE_BYTES + (int)sizeof(ks_misc<QI>) +
-           (MODE == KNN_GATE ? KS_MATH_WARPS * 2560 : 0) + 1024; /* base alignment slack */
+           (MODE == KNN_GATE ? KS_MATH_WARPS * (int)sizeof(ks_list) : 0) + 1024; /* base alignment slack */
 }
 /* Register split of the 128-query build: the launch gives 168 a thread (65536 / 384); the producer
  * group gives back 128 x (168 - 40), which the math groups take: 256 x (232 - 168). */
@@ -148,12 +154,6 @@ template <int DT> static __device__ __forceinline__ float ks_sq8(const uint8_t *
  * B = 64, N = 2M, k = 8192 (940 vs 821 us at k = 128, s7-run2). Staged, a flush pays one round
  * trip for up to KS_LIST entries, with one atomic per distinct query of each 32 (the paper's
  * per-warp staging lists flushed in batches). */
-#define KS_LIST 256 /* staged entries per math warp */
-struct ks_list {
-    uint32_t key[KS_LIST], rel[KS_LIST];
-    uint16_t q[KS_LIST]; /* query in the batch (< KNN_QBATCH) */
-};
-static_assert(sizeof(ks_list) == 2560, "ks_smem counts 2560 bytes a list (16-byte aligned)");
 
 #define KS_FLUSH_R 4
 

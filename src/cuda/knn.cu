@@ -522,7 +522,6 @@ static __device__ bool knn_final_staged(const ltk_src_cand_glob &src, int k, int
     }
     for (int j = threadIdx.x; j < kp; j += LTK_SEL_NT) sb[j] = 0ull;
     __syncthreads();
-    const int lane = threadIdx.x & 31;
     for (int i0 = 0; i0 < n; i0 += LTK_SEL_NT * LTK_SEL_U) {
         uint32_t key[LTK_SEL_U], rel[LTK_SEL_U], tk = 0, tt = 0; /* bit u: entry u taken / tied */
 #pragma unroll
@@ -539,14 +538,8 @@ static __device__ bool knn_final_staged(const ltk_src_cand_glob &src, int k, int
 #pragma unroll
         for (int u = 0; u < LTK_SEL_U; u++) {
             const bool take = (tk >> u) & 1u;
-            const uint32_t b = __ballot_sync(LTK_FULL, take);
-            if (b) {
-                uint32_t base = 0;
-                if (lane == __ffs(b) - 1) base = atomicAdd(&sm->cnt, (uint32_t)__popc(b));
-                base = __shfl_sync(LTK_FULL, base, __ffs(b) - 1);
-                const uint32_t pos = base + __popc(b & ((1u << lane) - 1u));
-                if (take && pos < (uint32_t)kp) sb[pos] = ltk_comp(key[u], rel[u]);
-            }
+            const uint32_t pos = ltk_warp_append(take, &sm->cnt);
+            if (take && pos < (uint32_t)kp) sb[pos] = ltk_comp(key[u], rel[u]);
             if ((tt >> u) & 1u) tie_rel[atomicAdd(&sm->last, 1u)] = rel[u]; /* rare */
         }
     }
@@ -841,16 +834,11 @@ static int knn_sort_bucket(void) {
  * (sm_86/89) or LTK_CUDA_KNN_THR=global (A/B), the passes read the sample from global memory. The
  * histogram aggregation per distinct digit (LTK_CUDA_KNN_HIST=match, session 6) measured
  * slower in the same run (threshold 31 -> 45 us, final select at k = 8,192 110 -> 118 us): removed. */
-static int knn_thr_smem(void) {
+static int knn_thr_smem(int dev) {
     const char *e = getenv("LTK_CUDA_KNN_THR");
-    if (e && !strcmp(e, "global")) return 0;
+    if ((e && !strcmp(e, "global")) || dev < 0 || dev >= 64) return 0;
     static int attr_ok[64]; /* per device: 0 not tried, 1 set, -1 refused (one value for every call:
                              * concurrent first calls set the same) */
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-        (void)cudaGetLastError();
-        return 0;
-    }
     if (attr_ok[dev] == 0) {
         cudaError_t e = cudaFuncSetAttribute(knn_threshold_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              KNN_SAMPLE * 4);
@@ -874,11 +862,9 @@ static int knn_thr_smem(void) {
  * the first launch). Raised under a lock and never lowered, so that no call can shrink the limit
  * under another's launch; one record for all dtypes (a per-template copy of it let an fp32 call
  * lower the limit that a bf16 call's record still counted on). */
-static ltk_status knn_fin_smem_reserve(size_t fin_smem) {
+static ltk_status knn_fin_smem_reserve(size_t fin_smem, int dev) {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static size_t set_for[64];
-    int dev = 0;
-    LTK_SEL_TRY(cudaGetDevice(&dev));
     const int known = dev >= 0 && dev < 64;
     if (known && fin_smem <= __atomic_load_n(&set_for[dev], __ATOMIC_ACQUIRE)) return LTK_OK;
     pthread_mutex_lock(&lock);
@@ -1006,17 +992,14 @@ done:
 
 /* Check + fallback for one chunk: LTK_OK when done (by the graph or by plain launches). */
 template <int DT>
-static ltk_status knn_check_and_fallback(const knn_params &p, const knn_ctl &c, int sms, cudaStream_t st) {
+static ltk_status knn_check_and_fallback(const knn_params &p, const knn_ctl &c, int sms, int dev, cudaStream_t st) {
     if (c.n <= c.cap) { /* no sample: every row is a candidate, cnt = n <= cap, no fallback possible */
         knn_check_kernel<<<(c.nq + 255) / 256, 256, 0, st>>>(c);
         LTK_SEL_TRY(cudaGetLastError());
         return LTK_OK;
     }
     const int mode = knn_graph_mode();
-    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    int dev = -1;
-    if (mode && (mode == 1 || c.n >= KNN_GRAPH_ROWS) && cudaStreamIsCapturing(st, &cap) == cudaSuccess &&
-        cap == cudaStreamCaptureStatusNone && cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64 &&
+    if (mode && (mode == 1 || c.n >= KNN_GRAPH_ROWS) && dev >= 0 && dev < 64 && !ltk_stream_capturing(st) &&
         !__atomic_load_n(&knn_graph_broken, __ATOMIC_ACQUIRE)) {
         knn_graph_key key;
         memset(&key, 0, sizeof key);
@@ -1057,19 +1040,18 @@ static ltk_status knn_check_and_fallback(const knn_params &p, const knn_ctl &c, 
 
 template <int DT>
 static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_plan *pl, unsigned char *ws,
-                          cudaStream_t st, int sms, int sm90) {
+                          cudaStream_t st, int dev, int sms, int sm90) {
     const int esz = DT == 0 ? 4 : 2;
     const int mat = e->algo == LTK_ALGO_MATERIALIZE, score_only = e->algo == LTK_ALGO_SCORE_ONLY;
     const size_t fin_smem = sizeof(ltk_sel_smem) + (size_t)pl->kp * 8; /* output kernels */
     /* the final kernels also stage candidate keys, as many as the device's shared memory allows */
-    int dev = 0, smem_optin = 0;
-    LTK_SEL_TRY(cudaGetDevice(&dev));
+    int smem_optin = 0;
     LTK_SEL_TRY(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     int64_t stage = pl->stage;
     if ((int64_t)fin_smem + stage * 4 > smem_optin) stage = ((int64_t)smem_optin - (int64_t)fin_smem) / 4 / 16 * 16;
     if (stage < 2 * (int64_t)a->k) stage = 0; /* too few to matter: the global-memory select */
     const size_t fin_smem_final = fin_smem + (size_t)stage * 4;
-    LTK_FORWARD_IF(knn_fin_smem_reserve(fin_smem_final));
+    LTK_FORWARD_IF(knn_fin_smem_reserve(fin_smem_final, dev));
     for (int64_t b0 = 0; b0 < a->B; b0 += pl->qb) {
         int nq = (int)(a->B - b0 < pl->qb ? a->B - b0 : pl->qb);
         const char *qptr = (const char *)a->queries + b0 * a->q_stride * esz;
@@ -1156,7 +1138,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             c.res_cnt = res_cnt;
             c.st_fb = (int32_t *)(ws + pl->o_stfb);
             c.st_cand = (int32_t *)(ws + pl->o_stc);
-            c.thr_smem = knn_thr_smem();
+            c.thr_smem = knn_thr_smem(dev);
             c.stage = (int)stage;
             c.sort_bucket = knn_sort_bucket();
             /* 1. sample: every (nr/m)-th row */
@@ -1195,7 +1177,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             LTK_FORWARD_IF((knn_score_launch<DT, KNN_GATE>(p, sms, st)));
             if (score_only) continue;
             /* 3. check, 4. exact fallback passes (only when a query needs them) */
-            LTK_FORWARD_IF(knn_check_and_fallback<DT>(p, c, sms, st));
+            LTK_FORWARD_IF(knn_check_and_fallback<DT>(p, c, sms, dev, st));
             /* 5. final select */
 #define KNN_FINAL(E) knn_final_kernel<E><<<nq, LTK_SEL_NT, fin_smem_final, st>>>(c)
             KNN_BY_E(pl->kp, KNN_FINAL);
@@ -1261,9 +1243,9 @@ extern "C" ltk_status ltk_cuda_knn(const ltk_knn_args *a, const ltk_exec *e, voi
     LTK_RETURN_IF(major < 8, LTK_EUNSUPPORTED, "cuda knn needs compute capability 8.0 or newer (device has %d.x)", major);
     cudaStream_t st = (cudaStream_t)e->stream;
     switch (a->dtype) {
-    case LTK_DTYPE_F32: return knn_run<0>(a, e, &pl, (unsigned char *)ws, st, sms, sm90);
-    case LTK_DTYPE_F16: return knn_run<1>(a, e, &pl, (unsigned char *)ws, st, sms, sm90);
-    case LTK_DTYPE_BF16: return knn_run<2>(a, e, &pl, (unsigned char *)ws, st, sms, sm90);
+    case LTK_DTYPE_F32: return knn_run<0>(a, e, &pl, (unsigned char *)ws, st, dev, sms, sm90);
+    case LTK_DTYPE_F16: return knn_run<1>(a, e, &pl, (unsigned char *)ws, st, dev, sms, sm90);
+    case LTK_DTYPE_BF16: return knn_run<2>(a, e, &pl, (unsigned char *)ws, st, dev, sms, sm90);
     default: return ltk_error(LTK_EUNSUPPORTED, "cuda knn: dtype %d", (int)a->dtype);
     }
 }

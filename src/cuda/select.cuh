@@ -240,6 +240,18 @@ static __device__ void ltk_radix_select(const Src &src, uint32_t k, int hi_bit, 
     __syncthreads();
 }
 
+/* Slot of this lane's entry in a list that the warp appends to (counter: shared or global),
+ * taking slots only for the lanes with take; one atomic a warp. Every lane of the warp calls it;
+ * the result is meaningful where take. */
+static __device__ __forceinline__ uint32_t ltk_warp_append(bool take, uint32_t *counter) {
+    const uint32_t b = __ballot_sync(LTK_FULL, take);
+    if (!b) return 0u;
+    const int lane = threadIdx.x & 31, lead = __ffs(b) - 1;
+    uint32_t base = 0;
+    if (lane == lead) base = atomicAdd(counter, (uint32_t)__popc(b));
+    return __shfl_sync(LTK_FULL, base, lead) + __popc(b & ((1u << lane) - 1u));
+}
+
 /* Appends every entry with (comp & mask) >= prefix to dst (capacity cap) at arbitrary positions;
  * returns the count taken (block-uniform). */
 template <class Src>
@@ -248,7 +260,6 @@ static __device__ uint32_t ltk_gather(const Src &src, uint64_t prefix, uint64_t 
     if (threadIdx.x == 0) sm->cnt = 0;
     __syncthreads();
     const int64_t n = src.n();
-    const int lane = threadIdx.x & 31;
     for (int64_t i0 = 0; i0 < n; i0 += (int64_t)LTK_SEL_NT * LTK_SEL_U) {
         uint64_t cu[LTK_SEL_U];
 #pragma unroll
@@ -261,14 +272,8 @@ static __device__ uint32_t ltk_gather(const Src &src, uint64_t prefix, uint64_t 
             int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x;
             uint64_t c = cu[u];
             bool take = i < n && (c & mask) >= prefix;
-            uint32_t b = __ballot_sync(LTK_FULL, take);
-            if (b) {
-                uint32_t base = 0;
-                if (lane == __ffs(b) - 1) base = atomicAdd(&sm->cnt, (uint32_t)__popc(b));
-                base = __shfl_sync(LTK_FULL, base, __ffs(b) - 1);
-                uint32_t pos = base + __popc(b & ((1u << lane) - 1));
-                if (take && pos < cap) dst[pos] = c;
-            }
+            uint32_t pos = ltk_warp_append(take, &sm->cnt);
+            if (take && pos < cap) dst[pos] = c;
         }
     }
     __syncthreads();
@@ -300,8 +305,6 @@ static __device__ void ltk_bitonic_desc(uint64_t *s, int np) {
     }
 }
 
-/* The same network for composites that carry a 32-bit payload (raw, when RAW), shared by the
- * indexer's select and the kNN's: one stage in shared memory (every thread, then a barrier). */
 /* Slot of logical position e while ltk_sort_regs round-trips through shared memory: the low 4
  * bits XOR bits 4..7. Why: thread t holds positions t E .. t E + E - 1, so for a fixed j the 32
  * lanes of a warp touched 8-byte words E apart, the same bank for E = 16: 16- to 32-way conflicts
@@ -311,6 +314,9 @@ static __device__ void ltk_bitonic_desc(uint64_t *s, int np) {
  * aligned blocks of 16. */
 static __device__ __forceinline__ int ltk_sort_swz(int e) { return e ^ ((e >> 4) & 15); }
 
+/* The same network for composites that carry a 32-bit payload (raw, when RAW), shared by the
+ * indexer's select and the kNN's: one stage in shared memory (every thread, then a barrier);
+ * SWZ: the slots of ltk_sort_regs' round trips. */
 template <bool RAW, bool SWZ = false>
 static __device__ __forceinline__ void ltk_sort_stage_smem(uint64_t *comp, uint32_t *raw, int np, int size,
                                                            int stride) {
