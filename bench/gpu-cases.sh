@@ -74,3 +74,8 @@ knt: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
 # (khist, run in s7-run1: the two session-6 A/B switches; THR=smem is now the default, HIST=match
 #  was removed. kthr: the threshold's sample staged in shared memory vs read from global memory.)
 kthr: for v in smem global; do echo "LTK_CUDA_KNN_THR=$v"; LTK_CUDA_KNN_THR=$v python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192 | grep -E "event-timed|final|threshold"; done
+# (nsab: key splits chosen for a 0.96 (the old default) or 0.99 fill of the scan's last wave,
+#  alternating, T = 8192 S = 1M at H = 64 and 32 (bench-cuda-indexer's inputs) and on the CLI's)
+nsab: for e in 0.96 0.99 0.96 0.99; do for h in 64 32; do echo "LTK_CUDA_NSPLIT_EFF=$e H=$h"; LTK_CUDA_NSPLIT_EFF=$e gpu-bin/bench-cuda-indexer --T 8192 --H $h --k 2048 --reps 3 --S 1048576 --algos fused,score_only 2>/dev/null | grep -E "^1048576 "; done; done
+nsab: for e in 0.96 0.99; do echo "LTK_CUDA_NSPLIT_EFF=$e CLI"; LTK_CUDA_NSPLIT_EFF=$e gpu-bin/litetopk bench dsa --T 8192 --S 1048576 --H 64 --D 128 --k 2048 --chunk 8192 --backend cuda --algos fused,score_only --reps 3 --warmup 1 | grep -E "^  (fused|score_only) "; done
+nsab: for e in 0.96 0.99; do echo "LTK_CUDA_NSPLIT_EFF=$e trace"; LTK_CUDA_NSPLIT_EFF=$e LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused,score_only 2>&1 | grep -E "ltk cuda" | grep -v "dense s" | tail -12; done

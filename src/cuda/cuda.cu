@@ -396,16 +396,26 @@ static ltk_status make_plan(const ltk_indexer_args *a, const ltk_exec *e, idx_pl
     return LTK_OK;
 }
 
+/* Target fill of the persistent grid's waves (LTK_CUDA_NSPLIT_EFF, an A/B knob). Why it matters:
+ * at T = 8192, S = 1M a unit is ~4,000 tiles (~4.5 ms), so a last wave of 4 units on 132 SMs (the
+ * 0.97 fill that a target of 0.96 accepted) leaves the rest of the GPU idle for a whole unit. */
+static double nsplit_target(void) {
+    const char *e = getenv("LTK_CUDA_NSPLIT_EFF");
+    double v = e && *e ? atof(e) : 0.96;
+    return v > 0.5 && v <= 1.0 ? v : 0.96;
+}
+
 /* Key splits per q-block so that the persistent grid's last wave is nearly full. */
 static int choose_nsplit(int64_t units1, int nsm, int64_t tiles) {
     int best = 1;
     double best_eff = 0.0;
+    const double target = nsplit_target();
     for (int s = 1; s <= 16; s++) {
         if (s > 1 && tiles / s < 16) break;
         int64_t u = units1 * s;
         int64_t waves = ceil_div(u, nsm);
         double eff = (double)u / (double)(waves * nsm);
-        if (eff >= 0.96) return s;
+        if (eff >= target) return s;
         if (eff > best_eff + 1e-9) {
             best_eff = eff;
             best = s;
