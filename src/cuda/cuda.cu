@@ -85,6 +85,7 @@ typedef struct idx_plan {
     size_t o_smin, o_delta, o_th, o_cnt;
     size_t o_P, o_kvg, o_scg, o_lohi, o_fb, o_fbcnt, o_se;
     size_t o_stc, o_stb, o_stf;
+    size_t o_rh; /* fused: the gate histograms carried between a row's key splits (sm_90a) */
     size_t total;
 } idx_plan;
 
@@ -338,6 +339,7 @@ static ltk_status make_plan(const ltk_indexer_args *a, const ltk_exec *e, idx_pl
         TAKE(o_P, 4 * p->m_max);
         TAKE(o_kvg, (size_t)p->m_max * a->D * es);
         TAKE(o_scg, 4 * p->m_max);
+        TAKE(o_rh, 4 * (size_t)tsub * LTK_NB);
         TAKE(o_lohi, 48); /* union range, then where the strided part of the sample lies */
         TAKE(o_fb, 4 * tsub);
         TAKE(o_fbcnt, 4);
@@ -406,10 +408,9 @@ static double nsplit_target(void) {
 }
 
 /* Key splits per q-block so that the persistent grid's last wave is nearly full. */
-static int choose_nsplit(int64_t units1, int nsm, int64_t tiles) {
+static int choose_nsplit(int64_t units1, int nsm, int64_t tiles, double target) {
     int best = 1;
     double best_eff = 0.0;
-    const double target = nsplit_target();
     for (int s = 1; s <= 16; s++) {
         if (s > 1 && tiles / s < 16) break;
         int64_t u = units1 * s;
@@ -426,7 +427,9 @@ static int choose_nsplit(int64_t units1, int nsm, int64_t tiles) {
 
 static ltk_status run_scan(const idx_plan *pl, ltk_scan_params *sp, cudaStream_t st) {
     int64_t nqb = ceil_div(sp->nrows, pl->bq);
-    sp->nsplit = choose_nsplit(nqb, pl->dev.nsm, ceil_div(sp->col_hi - sp->col_lo, 256));
+    /* the portable scan keeps no histogram between splits: it stays at the old fill target */
+    sp->nsplit = choose_nsplit(nqb, pl->dev.nsm, ceil_div(sp->col_hi - sp->col_lo, 256), pl->sm90 ? nsplit_target() : 0.96);
+    if (sp->nsplit == 1 || !pl->sm90) sp->row_hist = NULL;
     return pl->sm90 ? ltk_sm90_scan(sp, pl->dev.nsm, st) : ltk_portable_scan(sp, pl->dev.nsm, st);
 }
 
@@ -626,6 +629,9 @@ static ltk_status fused(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *
             sp.th = th;
             sp.smin = smin;
             sp.delta = delta;
+            sp.row_hist = (int32_t *)(ws + pl->o_rh);
+            sp.nopass = env_flag("LTK_CUDA_SCAN_NOPASS");
+            LTK_CUDA_TRY(cudaMemsetAsync(sp.row_hist, 0, 4 * (size_t)nr * LTK_NB, st));
             LTK_FORWARD_IF(run_scan(pl, &sp, st));
             LTK_FORWARD_IF(trace_step(tr, st, "fused scan rows %lld+%lld (nsplit %d, cap %lld)", (long long)r0,
                                       (long long)nr, sp.nsplit, (long long)pl->cap));

@@ -339,6 +339,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 ltk_named_bar_sync(1, 512 + 32);
                 ltk_named_bar_sync(2, 512 + 32);
                 if (!fused) continue;
+                const int64_t qb = u % nqb;
                 const uint64_t w0 = ltk_globaltimer();
                 for (;;) {
                     /* The exit test must be warp-uniform: lanes reading the counter on their own
@@ -372,6 +373,21 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                         __syncwarp();
                     }
                     __nanosleep(2000);
+                }
+                /* Carry the unit's histogram to the row's next split. Why: each split started from
+                 * an empty histogram, so it admitted ~k entries of its own before its refresh could
+                 * raise the gate (H200, T = 8192, S = 1M: 5.1k candidates a row with one split,
+                 * 7.0k with three, 8.6k with five at H = 32). The unit's counts are loaded from
+                 * row_hist at its start, so the total is written back with a max: a split that ran
+                 * at the same time as another of its row only loses counts (a lower gate), never
+                 * counts a key twice. */
+                if (p.row_hist) {
+                    __threadfence_block(); /* after the math warps' done (their adds come before it) */
+                    for (int i = lane; i < BQ * LTK_NB; i += 32) {
+                        const int32_t v = atomicOr(hist_s + i, 0);
+                        const int64_t lr = qb * BQ + i / LTK_NB;
+                        if (v > 0 && lr < nrows) atomicMax(p.row_hist + lr * LTK_NB + i % LTK_NB, v);
+                    }
                 }
             }
         }
@@ -411,7 +427,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             r.smin = 0.0f;
             r.delta = 0.0f;
             r.edge = __int_as_float(0x7f800000); /* score-only: nothing passes */
-            if (fused && r.valid) {
+            if (fused && r.valid && !p.nopass) {
                 r.smin = p.smin[lr];
                 r.delta = p.delta[lr];
                 r.th = p.th[lr];
@@ -419,7 +435,14 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             }
             row_s[mt] = r;
         }
-        for (int i = mt; i < BQ * LTK_NB; i += 512) hist_s[i] = 0;
+        for (int i = mt; i < BQ * LTK_NB; i += 512) {
+            int32_t v = 0;
+            if (fused && p.row_hist) { /* the counts of the row's earlier splits (see the refresh warp) */
+                const int64_t lr = qb * BQ + i / LTK_NB;
+                if (lr < nrows) v = *(volatile int32_t *)(p.row_hist + lr * LTK_NB + i % LTK_NB);
+            }
+            hist_s[i] = v;
+        }
         if (mt < 4 * 32) {
             int cq = mt >> 5, jj = mt & 31;
             int col = (jj >> 1) * 8 + 2 * cq + (jj & 1);
@@ -590,7 +613,11 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             for (int j = 0; j < LANE_Q; j++) some |= cnt[j] > 0;
             if (__any_sync(0xffffffffu, some)) sm90_flush_lanes<NE, LANE_Q, LANE_CAP>(p, row_s, my_stage, cnt, lane);
         }
-        if (lane == 0) atomicAdd(done_s, 1);
+        __syncwarp();
+        if (lane == 0) {
+            __threadfence_block(); /* the warp's histogram adds before its done (the carry reads them) */
+            atomicAdd(done_s, 1);
+        }
     }
 #endif
 }

@@ -59,6 +59,9 @@ typedef struct ltk_scan_params {
     float *logits;
     int64_t ld;
     int nsplit;              /* key splits per q-block (persistent scheduling unit = q-block x split) */
+    int32_t *row_hist;       /* sm_90a fused, nsplit > 1: [nrows][LTK_NB] gate histogram carried from one
+                              * split of a row to the next (raised with atomicMax; NULL = none) */
+    int nopass;              /* diagnostic (LTK_CUDA_SCAN_NOPASS): the fused scan's gate passes nothing */
     int64_t watchdog_ns;     /* sm_90a: a barrier wait longer than this records where (diag) and traps (0 = off) */
     int32_t *diag;           /* host-mapped watchdog record (cuda.cu, ltk_cuda_diag), may be NULL */
 } ltk_scan_params;
