@@ -87,3 +87,5 @@ nsab2: for e in 0.96 0.99; do echo "LTK_CUDA_NSPLIT_EFF=$e CLI"; LTK_CUDA_NSPLIT
 nsab2: for e in 0.96 0.99; do for np in 0 1; do echo "LTK_CUDA_NSPLIT_EFF=$e NOPASS=$np trace"; LTK_CUDA_SCAN_NOPASS=$np LTK_CUDA_NSPLIT_EFF=$e LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused,score_only 2>&1 | grep -E "fused scan|score-only scan|select candidates" | tail -5; done; done
 # (p99: the V3.2 L = 1M prefill, fused and its scan alone, with a 0.99 fill, then fused at 0.96)
 p99: LTK_CUDA_NSPLIT_EFF=0.99 LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused,score_only --json "$OUT/bench.jsonl"; LTK_CUDA_NSPLIT_EFF=0.96 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused --json "$OUT/bench.jsonl"
+# (ksortt: ksort's timeline A/B alone; s8-run1 ran its tests, 176/0, and racecheck, 0 hazards)
+ksortt: for v in bitonic bucket; do echo "LTK_CUDA_KNN_SORT=$v"; LTK_CUDA_KNN_SORT=$v python3 bench/knn_timeline.py --B 64 --N 1048576 --k 4096,8192 | grep -E "event-timed|final"; done
