@@ -398,13 +398,16 @@ static ltk_status make_plan(const ltk_indexer_args *a, const ltk_exec *e, idx_pl
     return LTK_OK;
 }
 
-/* Target fill of the persistent grid's waves (LTK_CUDA_NSPLIT_EFF, an A/B knob). Why it matters:
- * at T = 8192, S = 1M a unit is ~4,000 tiles (~4.5 ms), so a last wave of 4 units on 132 SMs (the
- * 0.97 fill that a target of 0.96 accepted) leaves the rest of the GPU idle for a whole unit. */
+/* Target fill of the persistent grid's waves (LTK_CUDA_NSPLIT_EFF, an A/B knob; 0.96 before
+ * session 8). Why it matters: at T = 8192, S = 1M a unit is ~4,000 tiles (~4.5 ms), so a last wave
+ * of 4 units on 132 SMs (the 0.97 fill that 0.96 accepted) leaves the rest of the GPU idle for a
+ * whole unit. H200 (s8-run2, same run, alternating): 0.99 picks 3 splits there; fused 152.6 ->
+ * 150.3 ms at H = 64, 83.1 -> 82.2 ms at H = 32, V3.2 prefill at L = 1M 10,038 -> 9,883 ms. The
+ * splits of a row share their gate histogram (row_hist), or each would admit ~k more candidates. */
 static double nsplit_target(void) {
     const char *e = getenv("LTK_CUDA_NSPLIT_EFF");
-    double v = e && *e ? atof(e) : 0.96;
-    return v > 0.5 && v <= 1.0 ? v : 0.96;
+    double v = e && *e ? atof(e) : 0.99;
+    return v > 0.5 && v <= 1.0 ? v : 0.99;
 }
 
 /* Key splits per q-block so that the persistent grid's last wave is nearly full. */

@@ -350,7 +350,7 @@ struct knn_ctl {
     int32_t *res_cnt, *st_fb, *st_cand;
     int thr_smem;   /* the threshold's radix passes over the sample staged in shared memory (knn_thr_smem) */
     int stage;      /* final select: candidate keys it stages in shared memory (0: none) */
-    int sort_bucket; /* final select: ltk_sort_bucket first (LTK_CUDA_KNN_SORT=bucket; A/B, not yet run) */
+    int sort_bucket; /* final select: ltk_sort_bucket first (default; LTK_CUDA_KNN_SORT=bitonic for A/B) */
 };
 
 /* Rank r of the threshold in the sample of m (of n rows): as in select.cu, ~2k expected
@@ -818,13 +818,13 @@ static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st
     return LTK_OK;
 }
 
-/* LTK_CUDA_KNN_SORT=bucket: the final select sorts its winners with ltk_sort_bucket (falling back
- * to the bitonic network on a crowded bucket), for k > 2048. An A/B switch, compiled in session 7
- * with no device time left to run it: test-cuda-knn under it, then the timeline A/B (gpu-cases
- * ksort). Read at every call. */
+/* The final select sorts its winners with ltk_sort_bucket (falling back to the bitonic network on
+ * a crowded bucket) for k > 2048; LTK_CUDA_KNN_SORT=bitonic keeps the network alone (A/B). H200,
+ * B = 64, N = 1M (s8-run2, `knn_timeline.py`): final select 43.8 -> 26.7 us at k = 4096, 83 -> 50 us
+ * at k = 8192; test-cuda-knn 176/0 and racecheck clean under it (s8-run1). Read at every call. */
 static int knn_sort_bucket(void) {
     const char *e = getenv("LTK_CUDA_KNN_SORT");
-    return e && !strcmp(e, "bucket");
+    return !(e && !strcmp(e, "bitonic"));
 }
 
 /* The threshold kernel reads the sample once into shared memory (c.m <= KNN_SAMPLE keys, 128 KB)

@@ -452,7 +452,8 @@ template <int E> static __device__ void ltk_sort_desc(uint64_t *s, int np) {
  * is its count of larger composites there (composites are distinct, so the order is the sort's).
  * Why: the bitonic network of 8192 entries takes 91 compare-exchange stages over 16 entries a
  * thread, ~60 of the kNN final select's 83 us at k = 8192 (s7-run6); this is a few passes over
- * shared memory. Called by every thread after a barrier. An A/B switch: compiled, not yet run. */
+ * shared memory. Called by every thread after a barrier. The kNN final select's default for
+ * k > 2048 (H200: 83 -> 50 us at k = 8192, s8-run2). */
 #define LTK_BUCKET_MAX 128
 static __device__ bool ltk_sort_bucket(uint64_t *s, uint32_t n, uint64_t *scratch, ltk_sel_smem *sm) {
     const int lane = threadIdx.x & 31;
