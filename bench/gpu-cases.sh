@@ -89,8 +89,9 @@ nsab2: for e in 0.96 0.99; do for np in 0 1; do echo "LTK_CUDA_NSPLIT_EFF=$e NOP
 p99: LTK_CUDA_NSPLIT_EFF=0.99 LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused,score_only --json "$OUT/bench.jsonl"; LTK_CUDA_NSPLIT_EFF=0.96 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused --json "$OUT/bench.jsonl"
 # (ksortt: ksort's timeline A/B alone; s8-run1 ran its tests, 176/0, and racecheck, 0 hazards)
 ksortt: for v in bitonic bucket; do echo "LTK_CUDA_KNN_SORT=$v"; LTK_CUDA_KNN_SORT=$v python3 bench/knn_timeline.py --B 64 --N 1048576 --k 4096,8192 | grep -E "event-timed|final"; done
-# (lxab: staging lists 3x longer (LTK_CUDA_SCAN_LX=3, fewer flushes) vs the default, alternating, T = 8192
-#  S = 1M H = 64 and 32, then the indexer tests under it)
+# (lxab, run in s8-run3 with the knob since removed: staging lists 3x longer (LTK_CUDA_SCAN_LX=3,
+#  fewer flushes) vs the default, alternating, T = 8192 S = 1M H = 64 and 32. H = 64 158.2 vs
+#  152.6 ms, H = 32 82.7 vs 83.4: not adopted)
 lxab: for x in 1 3 1 3; do for h in 64 32; do echo "LTK_CUDA_SCAN_LX=$x H=$h"; LTK_CUDA_SCAN_LX=$x gpu-bin/bench-cuda-indexer --T 8192 --H $h --k 2048 --reps 3 --S 1048576 --algos fused 2>/dev/null | grep -E "^1048576 "; done; done; gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 1048576 --algos score_only 2>/dev/null | grep -E "^1048576 "
 lxab: for x in 1 3; do echo "LTK_CUDA_SCAN_LX=$x trace"; LTK_CUDA_SCAN_LX=$x LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused 2>&1 | grep -E "fused scan" | tail -2; done; echo "NOPASS trace"; LTK_CUDA_SCAN_NOPASS=1 LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused 2>&1 | grep -E "fused scan" | tail -2
 lxab: LTK_CUDA_SCAN_LX=3 gpu-bin/test-cuda-indexer 2>&1 | tail -2

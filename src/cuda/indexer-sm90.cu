@@ -17,7 +17,6 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "indexer.cuh"
@@ -50,13 +49,11 @@ struct sm90_row {
     int32_t valid;
 };
 
-/* LX scales the staging lists (an A/B knob, LTK_CUDA_SCAN_LX=3: fewer flushes, each a returning
- * global atomic that holds up its warp group's next wgmma). */
-template <int H, int LX = 1> struct sm90_cfg {
+template <int H> struct sm90_cfg {
     enum {
         BQ = 128 / H,
         NE = 2 * BQ / 4,                   /* owned (key, query) sums per lane after the reduce-scatter */
-        LISTQ = (H == 64 ? 64 : 32) * LX,  /* staging entries per (warp, query) */
+        LISTQ = H == 64 ? 64 : 32,         /* staging entries per (warp, query) */
         LANE_Q = NE >= 2 ? NE / 2 : 1,     /* queries a lane owns sums of (one list slot each) */
         LANE_ADD = NE >= 2 ? 2 : 1,        /* sums a lane adds to one slot per tile, at most */
         LANE_CAP = BQ * LISTQ / 32 / LANE_Q, /* staged entries per (lane, slot): 4 for H = 16, 32, 64 */
@@ -249,12 +246,12 @@ static __device__ __forceinline__ void sm90_flush_lanes(const ltk_scan_params &p
 
 #endif
 
-template <int H, int LX>
+template <int H>
 __global__ void __launch_bounds__(SM90_THREADS, 1)
     ltk_sm90_scan_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kv,
                          const __grid_constant__ CUtensorMap tm_ks, const ltk_scan_params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    typedef sm90_cfg<H, LX> cfg;
+    typedef sm90_cfg<H> cfg;
     const int BQ = cfg::BQ, NE = cfg::NE, LANE_Q = cfg::LANE_Q, LANE_CAP = cfg::LANE_CAP;
     /* No static shared memory in this kernel: the dynamic buffer starts at the (1024-aligned) base
      * of the CTA's window, as the 128-byte swizzle of TMA and wgmma requires. Indexing the
@@ -633,7 +630,7 @@ static int sm90_image_ok(void) {
     static int ok = -1;
     if (ok < 0) {
         cudaFuncAttributes fa;
-        cudaError_t e = cudaFuncGetAttributes(&fa, ltk_sm90_scan_kernel<64, 1>);
+        cudaError_t e = cudaFuncGetAttributes(&fa, ltk_sm90_scan_kernel<64>);
         if (e != cudaSuccess) (void)cudaGetLastError();
         /* the register split above assumes the launch allocation; anything else could deadlock */
         ok = e == cudaSuccess && fa.binaryVersion == 90 && fa.numRegs == SM90_REG_LAUNCH;
@@ -683,11 +680,11 @@ static ltk_status sm90_tmaps(const ltk_scan_params *p, CUtensorMap *tq, CUtensor
     return LTK_OK;
 }
 
-template <int H, int LX> static ltk_status sm90_launch(const ltk_scan_params *p, int nsm, cudaStream_t st) {
-    typedef sm90_cfg<H, LX> cfg;
+template <int H> static ltk_status sm90_launch(const ltk_scan_params *p, int nsm, cudaStream_t st) {
+    typedef sm90_cfg<H> cfg;
     static int attr_set = 0; /* per process; every device accepts the same limit */
     if (!attr_set) {
-        LTK_CUDA_TRY(cudaFuncSetAttribute(ltk_sm90_scan_kernel<H, LX>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        LTK_CUDA_TRY(cudaFuncSetAttribute(ltk_sm90_scan_kernel<H>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           (int)cfg::SMEM));
         attr_set = 1;
     }
@@ -697,21 +694,16 @@ template <int H, int LX> static ltk_status sm90_launch(const ltk_scan_params *p,
     int64_t units = nqb * p->nsplit;
     if (units <= 0) return LTK_OK;
     int grid = (int)(units < nsm ? units : nsm);
-    ltk_sm90_scan_kernel<H, LX><<<grid, SM90_THREADS, cfg::SMEM, st>>>(tq, tkv, tks, *p);
+    ltk_sm90_scan_kernel<H><<<grid, SM90_THREADS, cfg::SMEM, st>>>(tq, tkv, tks, *p);
     LTK_CUDA_LAUNCHED("sm90 scan");
     return LTK_OK;
 }
 
-static_assert(sm90_cfg<64, 3>::SMEM <= 232448 && sm90_cfg<32, 3>::SMEM <= 232448 && sm90_cfg<16, 1>::SMEM <= 232448,
-              "sm90 scan: more shared memory than an H100/H200 SM grants one block");
-
 extern "C" ltk_status ltk_sm90_scan(const ltk_scan_params *p, int nsm, cudaStream_t st) {
-    const char *e = getenv("LTK_CUDA_SCAN_LX"); /* read per launch: an A/B knob */
-    const int lx3 = e && !strcmp(e, "3");
     switch (p->H) {
-    case 16: return sm90_launch<16, 1>(p, nsm, st);
-    case 32: return lx3 ? sm90_launch<32, 3>(p, nsm, st) : sm90_launch<32, 1>(p, nsm, st);
-    case 64: return lx3 ? sm90_launch<64, 3>(p, nsm, st) : sm90_launch<64, 1>(p, nsm, st);
+    case 16: return sm90_launch<16>(p, nsm, st);
+    case 32: return sm90_launch<32>(p, nsm, st);
+    case 64: return sm90_launch<64>(p, nsm, st);
     }
     return ltk_error(LTK_EINTERNAL, "sm90 scan: H=%d not instantiated", p->H);
 }
