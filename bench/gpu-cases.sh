@@ -99,3 +99,8 @@ lxab: LTK_CUDA_SCAN_LX=3 gpu-bin/test-cuda-indexer 2>&1 | tail -2
 #  launch, T = 2048 S = 1M H = 64, normal and with LTK_CUDA_SCAN_NOPASS=1: where the passing entries'
 #  ~3% goes)
 ncuscan: for np in 0 1; do LTK_CUDA_SCAN_NOPASS=$np ncu --clock-control none --kernel-name regex:ltk_sm90_scan_kernel --launch-skip 1 --launch-count 1 --section WarpStateStats --section SourceCounters --section SpeedOfLight -f -o "$OUT/scan$np" gpu-bin/bench-cuda-indexer --T 2048 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused >/dev/null 2>&1; echo "ncu rc=$?"; ncu --import "$OUT/scan$np.ncu-rep" --page source --csv --print-source sass >"$OUT/scan$np-sass.csv" 2>&1; ncu --import "$OUT/scan$np.ncu-rep" --page details --csv >"$OUT/scan$np-details.csv" 2>&1; rm -f "$OUT/scan$np.ncu-rep"; done; ls -la "$OUT"
+# (kgraph2: racecheck of the kNN tests with the check + fallback graph forced, the last lines of its
+#  output whatever they are (session 7's run died before its summary))
+kgraph2: LTK_CUDA_KNN_GRAPH=1 gpu-bin/test-cuda-knn | tail -2; LTK_CUDA_KNN_GRAPH=1 compute-sanitizer --tool memcheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; LTK_CUDA_KNN_GRAPH=1 compute-sanitizer --tool racecheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | tail -25; echo "racecheck rc=${PIPESTATUS[0]}"
+# (cli64: litetopk bench dsa at S = 1M, the three algos, for the run's board)
+cli64: gpu-bin/litetopk bench dsa --T 8192 --S 1048576 --H 64 --D 128 --k 2048 --chunk 8192 --backend cuda --algos fused,score_only,materialize --reps 3 --warmup 1 --json "$OUT/bench.jsonl" | grep -E "^  (fused|score_only|materialize) |exactness"
