@@ -104,9 +104,10 @@ ncuscan: for np in 0 1; do LTK_CUDA_SCAN_NOPASS=$np ncu --clock-control none --k
 kgraph2: LTK_CUDA_KNN_GRAPH=1 gpu-bin/test-cuda-knn | tail -2; LTK_CUDA_KNN_GRAPH=1 compute-sanitizer --tool memcheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; LTK_CUDA_KNN_GRAPH=1 compute-sanitizer --tool racecheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | tail -25; echo "racecheck rc=${PIPESTATUS[0]}"
 # (cli64: litetopk bench dsa at S = 1M, the three algos, for the run's board)
 cli64: gpu-bin/litetopk bench dsa --T 8192 --S 1048576 --H 64 --D 128 --k 2048 --chunk 8192 --backend cuda --algos fused,score_only,materialize --reps 3 --warmup 1 --json "$OUT/bench.jsonl" | grep -E "^  (fused|score_only|materialize) |exactness"
-# (kfix: the kNN after s8-run6: threshold passes below the sample's shared bits, the final select
-#  as a node of the check + fallback graph, no query-norm kernel for inner products. Tests in every
-#  mode, sanitizers, the 1M timeline, the table)
+# (kfix, run in s8-run7 on binaries of fd2acca whose kNN changes were then reverted: threshold
+#  passes below the sample's shared bits (threshold still 20.3 us), the final select as a node of
+#  the check + fallback graph (check -> final still 5 us), no query-norm kernel for inner products.
+#  Tests passed in 4 modes; the case ran out of time before the mma.sync tests and the sanitizers)
 kfix: gpu-bin/test-cuda-knn | tail -2; LTK_CUDA_KNN_GRAPH=1 gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_KNN_GRAPH=0 gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_KNN_THR=global gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_KNN_SM90=0 gpu-bin/test-cuda-knn | tail -1; for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done; LTK_CUDA_KNN_GRAPH=1 compute-sanitizer --tool memcheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"
 kfix: python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192
 kfix: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"

@@ -351,7 +351,6 @@ struct knn_ctl {
     int thr_smem;   /* the threshold's radix passes over the sample staged in shared memory (knn_thr_smem) */
     int stage;      /* final select: candidate keys it stages in shared memory (0: none) */
     int sort_bucket; /* final select: ltk_sort_bucket first (default; LTK_CUDA_KNN_SORT=bitonic for A/B) */
-    int32_t *st_zero_fb, *st_zero_cand; /* non-NULL: the threshold kernel starts the call's statistics */
 };
 
 /* Rank r of the threshold in the sample of m (of n rows): as in select.cu, ~2k expected
@@ -388,14 +387,9 @@ struct knn_src_skeys {
 
 static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ctl c) {
     __shared__ ltk_sel_smem sm;
-    __shared__ uint32_t thr_and, thr_or; /* the staged sample's keys ANDed and ORed */
     extern __shared__ uint32_t thr_keys[]; /* c.m rank keys when c.thr_smem, else absent */
     const int qq = blockIdx.x;
     if (threadIdx.x == 0) {
-        if (c.st_zero_fb) { /* (instead of the query-norm kernel, which inner products skip) */
-            c.st_zero_fb[qq] = 0;
-            c.st_zero_cand[qq] = 0;
-        }
         c.cnt[qq] = 0;
         c.fb_on[qq] = 0;
         c.fb_cnt[qq] = 0;
@@ -409,44 +403,16 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ct
         const int64_t r = knn_thr_rank(c.k, c.m, c.n, c.cap);
         if (r <= c.m) {
             if (c.thr_smem) { /* one read of the sample, then the passes from shared memory */
-                /* The passes start below the bits every sampled key shares. Why: the top 11 bits
-                 * of a float key are its sign, exponent and 2 mantissa bits, so the sample of a
-                 * query (scores within a few octaves) fell into a handful of first-pass bins and
-                 * its shared atomics serialised on them. Started at the first bit where the keys
-                 * differ, the first pass splits the range finely; the shared bits go back into
-                 * the threshold below. */
                 const float *sp = c.samp + (int64_t)qq * c.m;
-                uint32_t k_and = 0xffffffffu, k_or = 0u;
-                for (int64_t i = threadIdx.x; i < c.m; i += LTK_SEL_NT) {
-                    const uint32_t key = ltk_key32(__float_as_uint(sp[i]));
-                    thr_keys[i] = key;
-                    k_and &= key;
-                    k_or |= key;
-                }
-                k_and = __reduce_and_sync(0xffffffffu, k_and);
-                k_or = __reduce_or_sync(0xffffffffu, k_or);
-                if (threadIdx.x == 0) {
-                    thr_and = 0xffffffffu;
-                    thr_or = 0u;
-                }
+                for (int64_t i = threadIdx.x; i < c.m; i += LTK_SEL_NT) thr_keys[i] = ltk_key32(__float_as_uint(sp[i]));
                 __syncthreads();
-                if ((threadIdx.x & 31) == 0) {
-                    atomicAnd(&thr_and, k_and);
-                    atomicOr(&thr_or, k_or);
-                }
-                __syncthreads();
-                const uint32_t diff = thr_and ^ thr_or;
-                int top = diff ? 64 - __clz(diff) : KNN_THR_LO; /* composite bit above the first differing one */
-                top = top > KNN_THR_LO ? top : KNN_THR_LO;
                 knn_src_skeys src = {thr_keys, c.m};
-                ltk_radix_select<knn_src_skeys, 1>(src, (uint32_t)r, top, KNN_THR_LO, &sm);
-                const uint32_t shared_hi = top >= 64 ? 0u : thr_and & (0xffffffffu << (top - 32));
-                t = (uint32_t)(sm.prefix >> 32) | shared_hi;
+                ltk_radix_select<knn_src_skeys, 1>(src, (uint32_t)r, 64, KNN_THR_LO, &sm);
             } else {
                 knn_src_samp src = {c.samp + (int64_t)qq * c.m, c.m};
                 ltk_radix_select<knn_src_samp, 1>(src, (uint32_t)r, 64, KNN_THR_LO, &sm);
-                t = (uint32_t)(sm.prefix >> 32);
             }
+            t = (uint32_t)(sm.prefix >> 32);
         }
     }
     if (threadIdx.x == 0) c.thr[qq] = t;
@@ -948,7 +914,6 @@ struct knn_graph_key {
     knn_params p;
     knn_ctl c;
     int dev, sms, dt, qi64;
-    size_t fin_smem; /* the final select's dynamic shared memory (its node is in the graph) */
 };
 struct knn_graph_ent {
     int used;
@@ -967,38 +932,21 @@ static int knn_graph_mode(void) { /* 0 off, 1 forced, 2 default (large chunks) *
     return 2;
 }
 
-/* The final select kernel for kp entries a query (the E that KNN_BY_E launches). */
-static const void *knn_final_fn(int64_t kp) {
-    const int e = ltk_sort_e_of(kp);
-    if (e > 16) return (const void *)knn_final_kernel<32>;
-    switch (e) {
-    case 1: return (const void *)knn_final_kernel<1>;
-    case 2: return (const void *)knn_final_kernel<2>;
-    case 4: return (const void *)knn_final_kernel<4>;
-    case 8: return (const void *)knn_final_kernel<8>;
-    }
-    return (const void *)knn_final_kernel<16>;
-}
-
-/* Builds [check -> IF { fallback passes } -> final select] (lock held). The final select is a node
- * of the graph too. Why: launched after the graph it waited ~5 us for the graph's completion to
- * reach the stream (s7-run7 timeline: check end -> final start 5 us; kernel -> kernel ~1 us). */
+/* Builds [check -> IF { fallback passes }] (lock held). */
 template <int DT>
-static ltk_status knn_graph_build(const knn_params &p, const knn_ctl &c, int sms, int dev, size_t fin_smem,
-                                  cudaGraphExec_t *out) {
+static ltk_status knn_graph_build(const knn_params &p, const knn_ctl &c, int sms, int dev, cudaGraphExec_t *out) {
     cudaGraph_t g = NULL;
     cudaGraphExec_t ex = NULL;
     ltk_status s = LTK_OK;
     cudaError_t ce = cudaSuccess;
     cudaGraphConditionalHandle h;
-    cudaGraphNode_t chk, cn, fin;
-    cudaKernelNodeParams kp = {}, fp = {};
+    cudaGraphNode_t chk, cn;
+    cudaKernelNodeParams kp = {};
     /* (a union with members whose constructors C++ deletes: plain bytes, zeroed) */
     alignas(cudaGraphNodeParams) unsigned char cp_bytes[sizeof(cudaGraphNodeParams)];
     cudaGraphNodeParams &cp = *reinterpret_cast<cudaGraphNodeParams *>(cp_bytes);
     knn_ctl cc = c;
     void *args[2] = {(void *)&cc, (void *)&h};
-    void *fargs[1] = {(void *)&cc};
     if (!knn_graph_cs[dev]) {
         ce = cudaStreamCreateWithFlags(&knn_graph_cs[dev], cudaStreamNonBlocking);
         if (ce != cudaSuccess) goto fail;
@@ -1030,12 +978,6 @@ static ltk_status knn_graph_build(const knn_params &p, const knn_ctl &c, int sms
         if (s != LTK_OK) goto done;
         if ((ce = ce2) != cudaSuccess) goto fail;
     }
-    fp.func = (void *)knn_final_fn(c.kp);
-    fp.gridDim = dim3((unsigned)c.nq);
-    fp.blockDim = dim3(LTK_SEL_NT);
-    fp.sharedMemBytes = (unsigned)fin_smem;
-    fp.kernelParams = fargs;
-    if ((ce = cudaGraphAddKernelNode(&fin, g, &cn, 1, &fp)) != cudaSuccess) goto fail;
     if ((ce = cudaGraphInstantiate(&ex, g, 0)) != cudaSuccess) goto fail;
     cudaGraphDestroy(g);
     *out = ex;
@@ -1048,12 +990,9 @@ done:
     return s;
 }
 
-/* Check + fallback for one chunk: LTK_OK when done (by the graph or by plain launches); *fin_done
- * when the graph ran the final select as well. */
+/* Check + fallback for one chunk: LTK_OK when done (by the graph or by plain launches). */
 template <int DT>
-static ltk_status knn_check_and_fallback(const knn_params &p, const knn_ctl &c, int sms, int dev, size_t fin_smem,
-                                         cudaStream_t st, int *fin_done) {
-    *fin_done = 0;
+static ltk_status knn_check_and_fallback(const knn_params &p, const knn_ctl &c, int sms, int dev, cudaStream_t st) {
     if (c.n <= c.cap) { /* no sample: every row is a candidate, cnt = n <= cap, no fallback possible */
         knn_check_kernel<<<(c.nq + 255) / 256, 256, 0, st>>>(c);
         LTK_SEL_TRY(cudaGetLastError());
@@ -1071,14 +1010,13 @@ static ltk_status knn_check_and_fallback(const knn_params &p, const knn_ctl &c, 
         key.dt = DT;
         const char *qi = getenv("LTK_CUDA_KNN_QI");
         key.qi64 = qi && !strcmp(qi, "64");
-        key.fin_smem = fin_smem;
         pthread_mutex_lock(&knn_graph_lock);
         cudaGraphExec_t ex = NULL;
         for (int i = 0; i < KNN_GRAPHS && !ex; i++)
             if (knn_graphs[i].used && !memcmp(&knn_graphs[i].key, &key, sizeof key)) ex = knn_graphs[i].exec;
         ltk_status s = LTK_OK;
         if (!ex) {
-            s = knn_graph_build<DT>(p, c, sms, dev, fin_smem, &ex);
+            s = knn_graph_build<DT>(p, c, sms, dev, &ex);
             if (s == LTK_OK) {
                 knn_graph_ent *e = &knn_graphs[knn_graph_next];
                 knn_graph_next = (knn_graph_next + 1) % KNN_GRAPHS;
@@ -1090,10 +1028,7 @@ static ltk_status knn_check_and_fallback(const knn_params &p, const knn_ctl &c, 
         }
         cudaError_t ce = s == LTK_OK ? cudaGraphLaunch(ex, st) : cudaSuccess;
         pthread_mutex_unlock(&knn_graph_lock);
-        if (s == LTK_OK && ce == cudaSuccess) {
-            *fin_done = 1;
-            return LTK_OK;
-        }
+        if (s == LTK_OK && ce == cudaSuccess) return LTK_OK;
         if (mode == 1) return s != LTK_OK ? s : ltk_error(LTK_ECUDA, "knn fallback graph launch: %s", cudaGetErrorString(ce));
         (void)cudaGetLastError(); /* default mode: plain launches from now on */
         __atomic_store_n(&knn_graph_broken, 1, __ATOMIC_RELEASE);
@@ -1121,15 +1056,9 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
         int nq = (int)(a->B - b0 < pl->qb ? a->B - b0 : pl->qb);
         const char *qptr = (const char *)a->queries + b0 * a->q_stride * esz;
         float *qn = (float *)(ws + pl->o_qn);
-        /* Inner products need no query norms: the fused path then leaves the statistics to its
-         * first threshold kernel and saves a launch at the call's start, where the GPU waits for
-         * the host (s7-run7 timeline: norm kernel 1.7 us, then 7 us idle before the sample scan). */
-        const int skip_qnorm = a->metric == LTK_METRIC_IP && !mat && a->N > 0;
-        if (!skip_qnorm) {
-            knn_qnorm_kernel<DT><<<(nq + 7) / 8, 256, 0, st>>>(qptr, a->q_stride, a->D, nq, qn,
-                                                               (int32_t *)(ws + pl->o_stfb), (int32_t *)(ws + pl->o_stc));
-            LTK_SEL_TRY(cudaGetLastError());
-        }
+        knn_qnorm_kernel<DT><<<(nq + 7) / 8, 256, 0, st>>>(qptr, a->q_stride, a->D, nq, qn,
+                                                           (int32_t *)(ws + pl->o_stfb), (int32_t *)(ws + pl->o_stc));
+        LTK_SEL_TRY(cudaGetLastError());
         for (int ch = 0; ch < pl->nch; ch++) {
             int64_t r0 = (int64_t)ch * pl->chunk, nr = a->N - r0 < pl->chunk ? a->N - r0 : pl->chunk;
             knn_params p;
@@ -1212,10 +1141,6 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             c.thr_smem = knn_thr_smem(dev);
             c.stage = (int)stage;
             c.sort_bucket = knn_sort_bucket();
-            if (skip_qnorm && ch == 0) {
-                c.st_zero_fb = c.st_fb;
-                c.st_zero_cand = c.st_cand;
-            }
             /* 1. sample: every (nr/m)-th row */
             if (nr > c.cap && !score_only) {
                 knn_params ps = p;
@@ -1252,15 +1177,12 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             LTK_FORWARD_IF((knn_score_launch<DT, KNN_GATE>(p, sms, st)));
             if (score_only) continue;
             /* 3. check, 4. exact fallback passes (only when a query needs them) */
-            int fin_done = 0;
-            LTK_FORWARD_IF(knn_check_and_fallback<DT>(p, c, sms, dev, fin_smem_final, st, &fin_done));
-            /* 5. final select (unless the graph ran it) */
-            if (!fin_done) {
+            LTK_FORWARD_IF(knn_check_and_fallback<DT>(p, c, sms, dev, st));
+            /* 5. final select */
 #define KNN_FINAL(E) knn_final_kernel<E><<<nq, LTK_SEL_NT, fin_smem_final, st>>>(c)
-                KNN_BY_E(pl->kp, KNN_FINAL);
+            KNN_BY_E(pl->kp, KNN_FINAL);
 #undef KNN_FINAL
-                LTK_SEL_TRY(cudaGetLastError());
-            }
+            LTK_SEL_TRY(cudaGetLastError());
         }
         if (score_only) continue;
         knn_out o;
