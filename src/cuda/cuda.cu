@@ -431,7 +431,8 @@ static int choose_nsplit(int64_t units1, int nsm, int64_t tiles, double target) 
 static ltk_status run_scan(const idx_plan *pl, ltk_scan_params *sp, cudaStream_t st) {
     int64_t nqb = ceil_div(sp->nrows, pl->bq);
     /* the portable scan keeps no histogram between splits: it stays at the old fill target */
-    sp->nsplit = choose_nsplit(nqb, pl->dev.nsm, ceil_div(sp->col_hi - sp->col_lo, 256), pl->sm90 ? nsplit_target() : 0.96);
+    const double target = pl->sm90 ? nsplit_target() : 0.96;
+    sp->nsplit = choose_nsplit(nqb, pl->dev.nsm, ceil_div(sp->col_hi - sp->col_lo, 256), target);
     if (sp->nsplit == 1 || !pl->sm90) sp->row_hist = NULL;
     return pl->sm90 ? ltk_sm90_scan(sp, pl->dev.nsm, st) : ltk_portable_scan(sp, pl->dev.nsm, st);
 }
