@@ -339,7 +339,7 @@ static ltk_status make_plan(const ltk_indexer_args *a, const ltk_exec *e, idx_pl
         TAKE(o_P, 4 * p->m_max);
         TAKE(o_kvg, (size_t)p->m_max * a->D * es);
         TAKE(o_scg, 4 * p->m_max);
-        TAKE(o_rh, 4 * (size_t)tsub * LTK_NB);
+        TAKE(o_rh, p->sm90 ? 4 * (size_t)tsub * LTK_NB : 0); /* (only the sm_90a scan carries it) */
         TAKE(o_lohi, 48); /* union range, then where the strided part of the sample lies */
         TAKE(o_fb, 4 * tsub);
         TAKE(o_fbcnt, 4);
@@ -434,6 +434,8 @@ static ltk_status run_scan(const idx_plan *pl, ltk_scan_params *sp, cudaStream_t
     const double target = pl->sm90 ? nsplit_target() : 0.96;
     sp->nsplit = choose_nsplit(nqb, pl->dev.nsm, ceil_div(sp->col_hi - sp->col_lo, 256), target);
     if (sp->nsplit == 1 || !pl->sm90) sp->row_hist = NULL;
+    /* a carried histogram starts empty; cleared only when a row has several splits to carry it */
+    if (sp->row_hist) LTK_CUDA_TRY(cudaMemsetAsync(sp->row_hist, 0, 4 * (size_t)sp->nrows * LTK_NB, st));
     return pl->sm90 ? ltk_sm90_scan(sp, pl->dev.nsm, st) : ltk_portable_scan(sp, pl->dev.nsm, st);
 }
 
@@ -633,9 +635,8 @@ static ltk_status fused(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *
             sp.th = th;
             sp.smin = smin;
             sp.delta = delta;
-            sp.row_hist = (int32_t *)(ws + pl->o_rh);
+            sp.row_hist = pl->sm90 ? (int32_t *)(ws + pl->o_rh) : NULL; /* (run_scan clears it) */
             sp.nopass = env_flag("LTK_CUDA_SCAN_NOPASS");
-            LTK_CUDA_TRY(cudaMemsetAsync(sp.row_hist, 0, 4 * (size_t)nr * LTK_NB, st));
             LTK_FORWARD_IF(run_scan(pl, &sp, st));
             LTK_FORWARD_IF(trace_step(tr, st, "fused scan rows %lld+%lld (nsplit %d, cap %lld)", (long long)r0,
                                       (long long)nr, sp.nsplit, (long long)pl->cap));
