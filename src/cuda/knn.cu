@@ -51,10 +51,22 @@ static int64_t knn_chunk_rows = KNN_MAXCHUNK; /* tests lower it to exercise the 
  * threshold per call (H200, s7-run1); r = 64 keeps P(fewer than k candidates) = P(Poisson(32) >=
  * 64) ~ 1e-7 and the 32,768-entry candidate cap out of reach. Monotone in nr, so the plan's m
  * (of the largest chunk) bounds every chunk's. */
-static int64_t knn_sample_rows(int64_t nr, int k) {
-    int64_t m = (32 * nr + k - 1) / k;
+/* Sample multiplier (m = mul nr / k) and candidate target (percent of k) of the threshold; defaults
+ * 32 and 200 (r = 64 at 2k candidates). LTK_CUDA_KNN_SAMPLE_MUL / LTK_CUDA_KNN_CAND_PCT override
+ * them for A/B runs (read at every plan; host only, the device gets them in knn_ctl). */
+static int knn_env_int(const char *name, int dflt, int lo, int hi) {
+    const char *e = getenv(name);
+    if (!e || !*e) return dflt;
+    long v = strtol(e, NULL, 10);
+    return v < lo ? lo : (v > hi ? hi : (int)v);
+}
+static int knn_sample_mul(void) { return knn_env_int("LTK_CUDA_KNN_SAMPLE_MUL", 32, 1, 1024); }
+static int knn_cand_pct(void) { return knn_env_int("LTK_CUDA_KNN_CAND_PCT", 200, 110, 1600); }
+static int64_t knn_sample_rows(int64_t nr, int k, int mul) {
+    int64_t m = (mul * nr + k - 1) / k;
     if (m < 4096) m = 4096;
     if (m > KNN_SAMPLE) m = KNN_SAMPLE;
+    m = (m + 3) & ~(int64_t)3; /* whole 16-byte vectors per query row of the sample (threshold kernel) */
     return m < nr ? m : nr;
 }
 extern "C" void ltk_cuda_knn_debug_chunk(int64_t rows) { knn_chunk_rows = rows > 0 ? rows : KNN_MAXCHUNK; }
@@ -351,13 +363,14 @@ struct knn_ctl {
     int thr_smem;   /* the threshold's radix passes over the sample staged in shared memory (knn_thr_smem) */
     int stage;      /* final select: candidate keys it stages in shared memory (0: none) */
     int sort_bucket; /* final select: ltk_sort_bucket first (default; LTK_CUDA_KNN_SORT=bitonic for A/B) */
+    int cand_pct;    /* candidate target of the threshold, percent of k (knn_cand_pct) */
 };
 
 /* Rank r of the threshold in the sample of m (of n rows): as in select.cu, ~2k expected
  * candidates, a stable quantile (16 <= r <= 64 where that stays below half the cap), so that the
  * expected count n r / m neither falls below k nor reaches the cap. Host (stage sizing) and device. */
-static __host__ __device__ __forceinline__ int64_t knn_thr_rank(int k, int64_t m, int64_t n, int64_t cap) {
-    int64_t r = (2 * (int64_t)k * m + n - 1) / n;
+static __host__ __device__ __forceinline__ int64_t knn_thr_rank(int k, int64_t m, int64_t n, int64_t cap, int pct) {
+    int64_t r = (pct * (int64_t)k * m + 100 * n - 1) / (100 * n);
     int64_t rv = cap * m / (2 * n);
     rv = rv < 16 ? 16 : (rv > 64 ? 64 : rv);
     return r < rv ? rv : r;
@@ -400,11 +413,33 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ct
     for (int i = threadIdx.x; i < LTK_SEL_BINS; i += LTK_SEL_NT) c.fb_hist[(int64_t)qq * LTK_SEL_BINS + i] = 0;
     uint32_t t = 0;
     if (c.n > c.cap && c.m >= 16) {
-        const int64_t r = knn_thr_rank(c.k, c.m, c.n, c.cap);
+        const int64_t r = knn_thr_rank(c.k, c.m, c.n, c.cap, c.cand_pct);
         if (r <= c.m) {
             if (c.thr_smem) { /* one read of the sample, then the passes from shared memory */
                 const float *sp = c.samp + (int64_t)qq * c.m;
-                for (int64_t i = threadIdx.x; i < c.m; i += LTK_SEL_NT) thr_keys[i] = ltk_key32(__float_as_uint(sp[i]));
+                if ((c.m & 3) == 0) { /* 16-byte loads, 4 in flight a thread: ncu found the scalar
+                                       * staging loop a quarter of the kernel, waiting on L2 */
+                    const float4 *sp4 = (const float4 *)sp;
+                    uint4 *tk4 = (uint4 *)thr_keys;
+                    const int n4 = (int)(c.m >> 2);
+                    for (int i0 = 0; i0 < n4; i0 += 4 * LTK_SEL_NT) {
+                        float4 v[4];
+#pragma unroll
+                        for (int u = 0; u < 4; u++) {
+                            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
+                            if (i < n4) v[u] = sp4[i];
+                        }
+#pragma unroll
+                        for (int u = 0; u < 4; u++) {
+                            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
+                            if (i < n4)
+                                tk4[i] = make_uint4(ltk_key32(__float_as_uint(v[u].x)), ltk_key32(__float_as_uint(v[u].y)),
+                                                    ltk_key32(__float_as_uint(v[u].z)), ltk_key32(__float_as_uint(v[u].w)));
+                        }
+                    }
+                } else {
+                    for (int64_t i = threadIdx.x; i < c.m; i += LTK_SEL_NT) thr_keys[i] = ltk_key32(__float_as_uint(sp[i]));
+                }
                 __syncthreads();
                 knn_src_skeys src = {thr_keys, c.m};
                 ltk_radix_select<knn_src_skeys, 1>(src, (uint32_t)r, 64, KNN_THR_LO, &sm);
@@ -715,6 +750,7 @@ typedef struct knn_plan {
     int nch;
     int kp;
     int64_t cap, m;
+    int samp_mul, cand_pct; /* knn_sample_mul, knn_cand_pct at plan time */
     int64_t stage; /* candidate keys the final select stages in shared memory (before the device's limit) */
     size_t o_qn, o_samp, o_thr, o_cnt, o_ckey, o_crel, o_fbany, o_fbon, o_fbhist, o_fbcnt, o_fbkk, o_fbpre, o_fbmask,
         o_fbout, o_fbshift, o_fbtop, o_res, o_rescnt, o_stfb, o_stc, o_S, o_sidx, o_ssc, o_sws, total;
@@ -736,9 +772,10 @@ static ltk_status knn_make_plan(const ltk_knn_args *a, const ltk_exec *e, knn_pl
     if (pl->nch < 1) pl->nch = 1;
     if (pl->nch > 64) return ltk_error(LTK_EUNSUPPORTED, "cuda knn: N=%lld needs %d chunks (at most 64)", (long long)a->N, pl->nch);
     pl->cap = 4 * (int64_t)a->k > 32768 ? 4 * (int64_t)a->k : 32768;
-    pl->m = knn_sample_rows(pl->chunk, a->k);
+    pl->m = knn_sample_rows(pl->chunk, a->k, pl->samp_mul = knn_sample_mul());
+    pl->cand_pct = knn_cand_pct();
     {   /* twice the expected candidates of the largest chunk (n r / m, or every row when no sample) */
-        const int64_t n = pl->chunk, r = knn_thr_rank(a->k, pl->m, n, pl->cap);
+        const int64_t n = pl->chunk, r = knn_thr_rank(a->k, pl->m, n, pl->cap, pl->cand_pct);
         int64_t ex = n <= pl->cap ? n : (r * n + pl->m - 1) / pl->m;
         int64_t sc = 2 * ex + 1024;
         pl->stage = (sc < pl->cap ? sc : pl->cap + 15) / 16 * 16;
@@ -1118,7 +1155,8 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             c.kp = pl->kp;
             c.n = nr;
             c.cap = pl->cap;
-            c.m = knn_sample_rows(nr, a->k);
+            c.m = knn_sample_rows(nr, a->k, pl->samp_mul);
+            c.cand_pct = pl->cand_pct;
             c.samp = (const float *)(ws + pl->o_samp);
             c.thr = (uint32_t *)(ws + pl->o_thr);
             c.cnt = (uint32_t *)(ws + pl->o_cnt);
