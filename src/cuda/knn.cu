@@ -44,24 +44,30 @@
 
 static int64_t knn_chunk_rows = KNN_MAXCHUNK; /* tests lower it to exercise the merge */
 
-/* Sample rows for a chunk of nr rows and this k. The threshold is the r-th largest sampled score
- * with r ~ 2 k m / nr, aimed at 2 k candidates; its spread depends on r alone (~1/sqrt(r)), so
- * beyond r = 64 a larger sample buys nothing: m = 32 nr / k, within [4096, KNN_SAMPLE] and <= nr.
+/* Sample rows for a chunk of nr rows and this k. The threshold is the r-th largest sampled score,
+ * aimed at 2k candidates (r ~ 2 k m / nr) or at 1.6k where that r is >= 100 (knn_thr_rank); the
+ * count's spread depends on r alone (~1/sqrt(r)). m = 64 nr / k, within [4096, KNN_SAMPLE] and
+ * <= nr, gives r ~ 102 at 1.6k candidates where the cap does not bind (k >= 2048 at N = 1M).
  * Why: at k = 8,192, N = 1M the full 32,768-row sample (r = 512) cost 23 us of scan and 31 us of
- * threshold per call (H200, s7-run1); r = 64 keeps P(fewer than k candidates) = P(Poisson(32) >=
- * 64) ~ 1e-7 and the 32,768-entry candidate cap out of reach. Monotone in nr, so the plan's m
- * (of the largest chunk) bounds every chunk's. */
-/* Sample multiplier (m = mul nr / k) and candidate target (percent of k) of the threshold; defaults
- * 32 and 200 (r = 64 at 2k candidates). LTK_CUDA_KNN_SAMPLE_MUL / LTK_CUDA_KNN_CAND_PCT override
- * them for A/B runs (read at every plan; host only, the device gets them in knn_ctl). */
+ * threshold per call (H200, s7-run1); m = 32 nr / k (r = 64 at 2k candidates: 16k a query) and
+ * m = 64 nr / k (r = 102 at 1.6k: 13k) measured 0.562 and 0.543 ms a call at B = 64 (s9-run2,
+ * bench/knn_sample_ab.py), equal within 1% at the other shapes. P(fewer than k candidates) =
+ * P(Poisson(64) >= 102) ~ 1e-6 a query at r = 102, P(Poisson(32) >= 64) ~ 1e-7 at r = 64 with 2k.
+ * Monotone in nr, so the plan's m (of the largest chunk) bounds every chunk's.
+ * LTK_CUDA_KNN_SAMPLE_MUL (the 64) and LTK_CUDA_KNN_CAND_PCT (a fixed target in percent of k
+ * instead of the 160 / 200 rule) override them for A/B runs, read at every plan on the host (the
+ * device gets them in knn_ctl). */
 static int knn_env_int(const char *name, int dflt, int lo, int hi) {
     const char *e = getenv(name);
     if (!e || !*e) return dflt;
     long v = strtol(e, NULL, 10);
     return v < lo ? lo : (v > hi ? hi : (int)v);
 }
-static int knn_sample_mul(void) { return knn_env_int("LTK_CUDA_KNN_SAMPLE_MUL", 32, 1, 1024); }
-static int knn_cand_pct(void) { return knn_env_int("LTK_CUDA_KNN_CAND_PCT", 200, 110, 1600); }
+static int knn_sample_mul(void) { return knn_env_int("LTK_CUDA_KNN_SAMPLE_MUL", 64, 1, 1024); }
+static int knn_cand_pct(void) { /* 0: the 160 / 200 rule of knn_thr_rank */
+    const int v = knn_env_int("LTK_CUDA_KNN_CAND_PCT", 0, 0, 1600);
+    return v == 0 ? 0 : (v < 110 ? 110 : v);
+}
 static int64_t knn_sample_rows(int64_t nr, int k, int mul) {
     int64_t m = (mul * nr + k - 1) / k;
     if (m < 4096) m = 4096;
@@ -366,11 +372,18 @@ struct knn_ctl {
     int cand_pct;    /* candidate target of the threshold, percent of k (knn_cand_pct) */
 };
 
-/* Rank r of the threshold in the sample of m (of n rows): as in select.cu, ~2k expected
- * candidates, a stable quantile (16 <= r <= 64 where that stays below half the cap), so that the
- * expected count n r / m neither falls below k nor reaches the cap. Host (stage sizing) and device. */
+/* Rank r of the threshold in the sample of m (of n rows): ~1.6k expected candidates where that
+ * rank is >= 100, else ~2k (pct = 0; else pct percent of k), and a stable quantile (16 <= r <= 64
+ * where that stays below half the cap), so that the expected count n r / m neither falls below k
+ * nor reaches the cap. Host (stage sizing) and device. */
 static __host__ __device__ __forceinline__ int64_t knn_thr_rank(int k, int64_t m, int64_t n, int64_t cap, int pct) {
-    int64_t r = (pct * (int64_t)k * m + 100 * n - 1) / (100 * n);
+    int64_t r;
+    if (pct == 0) {
+        r = (160 * (int64_t)k * m + 100 * n - 1) / (100 * n);
+        if (r < 100) r = (2 * (int64_t)k * m + n - 1) / n;
+    } else {
+        r = (pct * (int64_t)k * m + 100 * n - 1) / (100 * n);
+    }
     int64_t rv = cap * m / (2 * n);
     rv = rv < 16 ? 16 : (rv > 64 ? 64 : rv);
     return r < rv ? rv : r;
