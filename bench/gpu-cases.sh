@@ -115,10 +115,10 @@ kfix: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
 #  why the threshold takes ~20 us for 64 x 32,768 sampled keys (s8-run7 ruled out its first pass's
 #  bins); not yet run)
 kncu: ncu --clock-control none --kernel-name regex:"knn_threshold_kernel|knn_final_kernel" --launch-skip 2 --launch-count 2 --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis --section SourceCounters -f -o "$OUT/kthr" python3 bench/knn_once.py --B 64 --N 1048576 --k 1024 --algo fused >/dev/null 2>&1; echo "ncu rc=$?"; ncu --import "$OUT/kthr.ncu-rep" --page details --csv >"$OUT/kthr-details.csv" 2>&1; ncu --import "$OUT/kthr.ncu-rep" --page source --csv --print-source sass >"$OUT/kthr-sass.csv" 2>&1; rm -f "$OUT/kthr.ncu-rep"
-# (ksmp: the threshold's sample size and candidate target, LTK_CUDA_KNN_SAMPLE_MUL : CAND_PCT, A/B in
+# (ksmp: the threshold's sample size and candidate target, LTK_CUDA_KNN_SAMPLE_MUL : CAND_PCT (0: the 160/200 rule), A/B in
 #  one process at B = 64; 32:200 is the default. With the threshold kernel's 16-byte sample staging)
 ksmp: LTK_CUDA_KNN_SAMPLE_MUL=16 LTK_CUDA_KNN_CAND_PCT=300 gpu-bin/test-cuda-knn | tail -1
-ksmp: python3 bench/knn_sample_ab.py --N 1048576,2097152 --k 128,1024,2048,4096,8192 --set 64:0,32:200,64:160,16:300 --json "$OUT/bench.jsonl"
+ksmp: python3 bench/knn_sample_ab.py --N 1048576,2097152 --k 128,1024,2048,4096,8192 --set 32:0,32:200,64:0 --json "$OUT/bench.jsonl"
 ksmp: for s in 32:200 16:300; do echo "SAMPLE_MUL:CAND_PCT=$s"; LTK_CUDA_KNN_SAMPLE_MUL=${s%%:*} LTK_CUDA_KNN_CAND_PCT=${s##*:} python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192; done
 # (kgncu: Nsight Compute on the kNN GATE scan at B = 1024 (128-query items), N = 1M, fused and
 #  score-only: what holds the large-batch loop at ~60% of the GEMM rate)

@@ -45,32 +45,32 @@
 static int64_t knn_chunk_rows = KNN_MAXCHUNK; /* tests lower it to exercise the merge */
 
 /* Sample rows for a chunk of nr rows and this k. The threshold is the r-th largest sampled score,
- * aimed at 2k candidates (r ~ 2 k m / nr) or at 1.6k where that r is >= 100 (knn_thr_rank); the
- * count's spread depends on r alone (~1/sqrt(r)). m = 64 nr / k, within [4096, KNN_SAMPLE] and
- * <= nr, gives r ~ 102 at 1.6k candidates where the cap does not bind (k >= 2048 at N = 1M).
- * Why: at k = 8,192, N = 1M the full 32,768-row sample (r = 512) cost 23 us of scan and 31 us of
- * threshold per call (H200, s7-run1); m = 32 nr / k (r = 64 at 2k candidates: 16k a query) and
- * m = 64 nr / k (r = 102 at 1.6k: 13k) measured 0.562 and 0.543 ms a call at B = 64 (s9-run2,
- * bench/knn_sample_ab.py), equal within 1% at the other shapes. P(fewer than k candidates) =
- * P(Poisson(64) >= 102) ~ 1e-6 a query at r = 102, P(Poisson(32) >= 64) ~ 1e-7 at r = 64 with 2k.
- * Monotone in nr, so the plan's m (of the largest chunk) bounds every chunk's.
- * LTK_CUDA_KNN_SAMPLE_MUL (the 64) and LTK_CUDA_KNN_CAND_PCT (a fixed target in percent of k
- * instead of the 160 / 200 rule) override them for A/B runs, read at every plan on the host (the
- * device gets them in knn_ctl). */
+ * aimed at 2k candidates (r ~ 2 k m / nr), or at 1.6k where that rank is >= 100 (knn_thr_rank);
+ * the count's spread depends on r alone (~1/sqrt(r)): m = 32 nr / k (r = 64), within [8192,
+ * KNN_SAMPLE] and <= nr. Where the floor binds (k = 8,192 at N = 1M: r = 102 at 1.6k) the larger
+ * sample buys 20% fewer candidates. Why: at k = 8,192, N = 1M the full 32,768-row sample (r = 512)
+ * cost 23 us of scan and 31 us of threshold per call (H200, s7-run1); 4,096 rows at 2k candidates
+ * (16k a query) and 8,192 at 1.6k (13k) took 0.574 and 0.559 ms a call at B = 64 (s9-run3,
+ * bench/knn_sample_ab.py), while m = 64 nr / k everywhere lost 1-2% at k = 2048-4096.
+ * P(fewer than k candidates) = P(Poisson(32) >= 64) ~ 1e-7 a query at r = 64 with 2k,
+ * P(Poisson(64) >= 102) ~ 1e-6 at r = 102 with 1.6k. Monotone in nr, so the plan's m (of the
+ * largest chunk) bounds every chunk's. LTK_CUDA_KNN_SAMPLE_MUL (the 32) and LTK_CUDA_KNN_CAND_PCT
+ * (a fixed target in percent of k instead of the 160 / 200 rule) override them for A/B runs, read
+ * at every plan on the host (the device gets them in knn_ctl). */
 static int knn_env_int(const char *name, int dflt, int lo, int hi) {
     const char *e = getenv(name);
     if (!e || !*e) return dflt;
     long v = strtol(e, NULL, 10);
     return v < lo ? lo : (v > hi ? hi : (int)v);
 }
-static int knn_sample_mul(void) { return knn_env_int("LTK_CUDA_KNN_SAMPLE_MUL", 64, 1, 1024); }
+static int knn_sample_mul(void) { return knn_env_int("LTK_CUDA_KNN_SAMPLE_MUL", 32, 1, 1024); }
 static int knn_cand_pct(void) { /* 0: the 160 / 200 rule of knn_thr_rank */
     const int v = knn_env_int("LTK_CUDA_KNN_CAND_PCT", 0, 0, 1600);
     return v == 0 ? 0 : (v < 110 ? 110 : v);
 }
 static int64_t knn_sample_rows(int64_t nr, int k, int mul) {
     int64_t m = (mul * nr + k - 1) / k;
-    if (m < 4096) m = 4096;
+    if (m < 8192) m = 8192;
     if (m > KNN_SAMPLE) m = KNN_SAMPLE;
     m = (m + 3) & ~(int64_t)3; /* whole 16-byte vectors per query row of the sample (threshold kernel) */
     return m < nr ? m : nr;
