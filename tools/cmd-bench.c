@@ -33,6 +33,7 @@ typedef struct bench_op {
     int idx_size;
     double flops;      /* 0 if not meaningful */
     double bytes_read; /* for GB/s, 0 if not meaningful */
+    double floor_bytes; /* one read of the input (kNN: the corpus), compared with the device copy rate */
     const char *dtype;
     char shape[160];
 } bench_op;
@@ -134,8 +135,21 @@ static int bench_all(const bench_env *env, bench_op *op) {
     printf("litetopk bench %s on %s (%s), commit %s\n  %s dtype=%s%s, %lld timed reps\n", op->name,
            ltk_backend_name(env->backend), env->device, cli_commit(), op->shape, op->dtype,
            (env->flags & LTK_FLAG_UNSORTED) ? " unsorted" : "", (long long)env->reps);
-    printf("  %-12s %11s %11s %9s %12s %10s %9s %9s %9s\n", "algo", "median ms", "min ms",
-           op->flops > 0 ? "TFLOP/s" : "GB/s", "workspace", "cand/row", "cand max", "bin/row", "fallback");
+    /* The floor of a scan on the device: one read of its input at the device-to-device copy rate
+     * measured here, in the same process (bytes read + written per second, as bench/ scripts do). */
+    double copy_gbps = 0.0, floor_ms = 0.0;
+    if (env->on_device && op->floor_bytes > 0) {
+        if (devmem_copy_gbps((size_t)1 << 30, &copy_gbps) == LTK_OK && copy_gbps > 0) {
+            floor_ms = op->floor_bytes / (copy_gbps * 1e6);
+            printf("  device copy %.0f GB/s: one read of the input (%.3g GB) takes %.4f ms\n", copy_gbps,
+                   op->floor_bytes / 1e9, floor_ms);
+        } else {
+            printf("  (device copy bandwidth not measured: %s)\n", tool_last_error());
+        }
+    }
+    printf("  %-12s %11s %11s %9s %12s %10s %9s %9s %9s%s\n", "algo", "median ms", "min ms",
+           op->flops > 0 ? "TFLOP/s" : "GB/s", "workspace", "cand/row", "cand max", "bin/row", "fallback",
+           floor_ms > 0 ? "  x read" : "");
     fflush(stdout);
     for (int i = 0; i < env->nalgos; i++) {
         ltk_status st = bench_one(env, op, env->algos[i], &res[n]);
@@ -147,10 +161,12 @@ static int bench_all(const bench_env *env, bench_op *op) {
         }
         bench_result *r = &res[n++];
         double rate = op->flops > 0 ? op->flops / (r->median_ms * 1e-3) / 1e12 : op->bytes_read / (r->median_ms * 1e-3) / 1e9;
-        printf("  %-12s %11.3f %11.3f %9.4g %12s %10.1f %9lld %9.1f %9lld\n", cli_algo_name(r->algo), r->median_ms,
+        printf("  %-12s %11.3f %11.3f %9.4g %12s %10.1f %9lld %9.1f %9lld", cli_algo_name(r->algo), r->median_ms,
                r->min_ms, rate, cli_bytes((double)r->aux, b1, sizeof b1), cli_stats_mean(r->stats.candidates, &r->stats),
                (long long)r->stats.candidates_max, cli_stats_mean(r->stats.bin_entries, &r->stats),
                (long long)r->stats.fallback_rows);
+        if (floor_ms > 0) printf(" %8.3fx", r->median_ms / floor_ms);
+        printf("\n");
         fflush(stdout);
     }
     /* Exactness: fused and materialize rank the same scores, so their outputs must match bit for bit. */
@@ -202,6 +218,11 @@ static int bench_all(const bench_env *env, bench_op *op) {
             cli_json_int(&j, "short_rows", r->stats.short_rows);
             if (op->flops > 0) cli_json_num(&j, "tflops", op->flops / (r->median_ms * 1e-3) / 1e12);
             if (op->bytes_read > 0) cli_json_num(&j, "GBps", op->bytes_read / (r->median_ms * 1e-3) / 1e9);
+            if (floor_ms > 0) {
+                cli_json_num(&j, "copy_GBps", copy_gbps);
+                cli_json_num(&j, "floor_ms", floor_ms);
+                cli_json_num(&j, "x_floor", r->median_ms / floor_ms);
+            }
             if (r->exact >= 0) cli_json_bool(&j, "exact_vs_materialize", r->exact);
             cli_json_str(&j, "timestamp", when);
             cli_json_end(&j);
@@ -591,6 +612,7 @@ int cmd_bench(int argc, char **argv) {
             op.teardown = knn_teardown, op.json_shape = knn_json;
             op.rows = B, op.k = (int32_t)k, op.idx_size = 8;
             op.flops = 2.0 * (double)B * (double)N * (double)D;
+            op.floor_bytes = (double)N * (double)D * (double)es;
             snprintf(op.shape, sizeof op.shape, "B=%lld N=%lld D=%lld k=%lld metric=%s%s", (long long)B, (long long)N,
                      (long long)D, (long long)k, cli_metric_name(metric), base_path ? " (files)" : "");
             exit_code = bench_all(&env, &op);

@@ -25,6 +25,47 @@ static ltk_status cuda_fail(cudaError_t e, const char *what) {
 static ltk_status no_device(void) { return tool_fail(LTK_ENOBACKEND, "no device (this build has no CUDA support)"); }
 #endif
 
+#ifdef LTK_WITH_CUDA
+static int cmp_ms(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+#endif
+
+ltk_status devmem_copy_gbps(size_t bytes, double *gbps) {
+    *gbps = 0.0;
+#ifdef LTK_WITH_CUDA
+    void *src = NULL, *dst = NULL;
+    cudaEvent_t a = NULL, b = NULL;
+    float ms[10];
+    cudaError_t e = cudaMalloc(&src, bytes);
+    if (e == cudaSuccess) e = cudaMalloc(&dst, bytes);
+    if (e == cudaSuccess) e = cudaMemset(src, 0x5a, bytes);
+    if (e == cudaSuccess) e = cudaEventCreate(&a);
+    if (e == cudaSuccess) e = cudaEventCreate(&b);
+    for (int i = -2; i < 10 && e == cudaSuccess; i++) {
+        e = cudaEventRecord(a, 0);
+        if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0);
+        if (e == cudaSuccess) e = cudaEventRecord(b, 0);
+        if (e == cudaSuccess) e = cudaEventSynchronize(b);
+        if (e == cudaSuccess && i >= 0) e = cudaEventElapsedTime(&ms[i], a, b);
+    }
+    if (a) cudaEventDestroy(a);
+    if (b) cudaEventDestroy(b);
+    cudaFree(src);
+    cudaFree(dst);
+    if (e != cudaSuccess) return cuda_fail(e, "device copy bandwidth");
+    qsort(ms, 10, sizeof ms[0], cmp_ms);
+    const double med = 0.5 * ((double)ms[4] + (double)ms[5]);
+    *gbps = med > 0 ? 2.0 * (double)bytes / (med * 1e6) : 0.0;
+    return LTK_OK;
+#else
+    (void)bytes;
+    return no_device();
+#endif
+}
+
 double devmem_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -37,6 +37,11 @@ ltk_status devmem_timer_start(devmem_timer *t);
 ltk_status devmem_timer_stop(devmem_timer *t, double *ms);
 void devmem_timer_free(devmem_timer *t);
 
+/* Device-to-device copy bandwidth of device 0 (bytes read + written per second, GB/s): the median
+ * of 10 event-timed copies of `bytes` after 2 warm-up copies. The floor that kNN and select
+ * benchmarks compare with (one read of their input at this rate). LTK_ENOBACKEND without CUDA. */
+ltk_status devmem_copy_gbps(size_t bytes, double *gbps);
+
 /* Monotonic host clock in seconds. */
 double devmem_now_s(void);
 
