@@ -877,13 +877,6 @@ static int knn_sort_bucket(void) {
     return !(e && !strcmp(e, "bitonic"));
 }
 
-/* LTK_CUDA_KNN_QN_LATE=0 launches the query-norm kernel first also for inner products (A/B of the
- * late launch in knn_run). Read at every call. */
-static int knn_qn_late(void) {
-    const char *e = getenv("LTK_CUDA_KNN_QN_LATE");
-    return !(e && !strcmp(e, "0"));
-}
-
 /* The threshold kernel reads the sample once into shared memory (c.m <= KNN_SAMPLE keys, 128 KB)
  * and runs its radix passes there; the same keys, so the same threshold. Why: ncu found that
  * kernel (29-34 us a call, 5% of a call at N = 1M) latency-bound, its passes re-reading the sample
@@ -1109,22 +1102,13 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
     if (stage < 2 * (int64_t)a->k) stage = 0; /* too few to matter: the global-memory select */
     const size_t fin_smem_final = fin_smem + (size_t)stage * 4;
     LTK_FORWARD_IF(knn_fin_smem_reserve(fin_smem_final, dev));
-    const int qn_late = !mat && a->metric == LTK_METRIC_IP && knn_qn_late();
     for (int64_t b0 = 0; b0 < a->B; b0 += pl->qb) {
         int nq = (int)(a->B - b0 < pl->qb ? a->B - b0 : pl->qb);
         const char *qptr = (const char *)a->queries + b0 * a->q_stride * esz;
         float *qn = (float *)(ws + pl->o_qn);
-#define KNN_QNORM()                                                                                            \
-    do {                                                                                                       \
-        knn_qnorm_kernel<DT><<<(nq + 7) / 8, 256, 0, st>>>(qptr, a->q_stride, a->D, nq, qn,                     \
-                                                           (int32_t *)(ws + pl->o_stfb), (int32_t *)(ws + pl->o_stc)); \
-        LTK_SEL_TRY(cudaGetLastError());                                                                       \
-    } while (0)
-        /* Inner-product scans never read |q|^2: the norm kernel (which also starts the statistics)
-         * goes after the sample scan, whose host-side preparation then no longer leaves the GPU
-         * idle behind a 2-us kernel (knn_qn_late). */
-        int qn_pending = qn_late;
-        if (!qn_pending) KNN_QNORM();
+        knn_qnorm_kernel<DT><<<(nq + 7) / 8, 256, 0, st>>>(qptr, a->q_stride, a->D, nq, qn,
+                                                           (int32_t *)(ws + pl->o_stfb), (int32_t *)(ws + pl->o_stc));
+        LTK_SEL_TRY(cudaGetLastError());
         for (int ch = 0; ch < pl->nch; ch++) {
             int64_t r0 = (int64_t)ch * pl->chunk, nr = a->N - r0 < pl->chunk ? a->N - r0 : pl->chunk;
             knn_params p;
@@ -1144,10 +1128,6 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             uint64_t *res = (uint64_t *)(ws + pl->o_res) + (size_t)ch * nq * pl->kp;
             int32_t *res_cnt = (int32_t *)(ws + pl->o_rescnt) + (size_t)ch * nq;
             if (nr <= 0) { /* N == 0 */
-                if (qn_pending) {
-                    KNN_QNORM();
-                    qn_pending = 0;
-                }
                 LTK_SEL_TRY(cudaMemsetAsync(res, 0, (size_t)nq * pl->kp * 8, st));
                 LTK_SEL_TRY(cudaMemsetAsync(res_cnt, 0, (size_t)nq * 4, st));
                 continue;
@@ -1224,10 +1204,6 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
                 ps.ld = c.m;
                 LTK_FORWARD_IF((knn_score_launch<DT, KNN_STORE>(ps, sms, st)));
             }
-            if (qn_pending) {
-                KNN_QNORM();
-                qn_pending = 0;
-            }
             knn_threshold_kernel<<<nq, LTK_SEL_NT, c.thr_smem ? (size_t)c.m * 4 : 0, st>>>(c);
             LTK_SEL_TRY(cudaGetLastError());
             if (score_only) LTK_SEL_TRY(cudaMemsetAsync(c.thr, 0xff, (size_t)nq * 4, st)); /* nothing passes */
@@ -1259,7 +1235,6 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
 #undef KNN_FINAL
             LTK_SEL_TRY(cudaGetLastError());
         }
-#undef KNN_QNORM
         if (score_only) continue;
         knn_out o;
         memset(&o, 0, sizeof o);
