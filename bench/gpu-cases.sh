@@ -116,12 +116,12 @@ kfix: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
 #  bins); not yet run)
 kncu: ncu --clock-control none --kernel-name regex:"knn_threshold_kernel|knn_final_kernel" --launch-skip 2 --launch-count 2 --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis --section SourceCounters -f -o "$OUT/kthr" python3 bench/knn_once.py --B 64 --N 1048576 --k 1024 --algo fused >/dev/null 2>&1; echo "ncu rc=$?"; ncu --import "$OUT/kthr.ncu-rep" --page details --csv >"$OUT/kthr-details.csv" 2>&1; ncu --import "$OUT/kthr.ncu-rep" --page source --csv --print-source sass >"$OUT/kthr-sass.csv" 2>&1; rm -f "$OUT/kthr.ncu-rep"
 # (ksmp: the threshold's sample size and candidate target, LTK_CUDA_KNN_SAMPLE_MUL : CAND_PCT (0: the 160/200 rule), A/B in
-#  one process at B = 64; 32:200 is the default. With the threshold kernel's 16-byte sample staging)
+#  one process at B = 64; 32:0 is the default since 7c0e46b (32:200 before). s9-run2..4)
 ksmp: LTK_CUDA_KNN_SAMPLE_MUL=16 LTK_CUDA_KNN_CAND_PCT=300 gpu-bin/test-cuda-knn | tail -1
 ksmp: python3 bench/knn_sample_ab.py --N 1048576,2097152 --k 128,1024,2048,4096,8192 --set 32:0,32:200,64:0 --json "$OUT/bench.jsonl"
 ksmp: for s in 32:200 16:300; do echo "SAMPLE_MUL:CAND_PCT=$s"; LTK_CUDA_KNN_SAMPLE_MUL=${s%%:*} LTK_CUDA_KNN_CAND_PCT=${s##*:} python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192; done
 # (kgncu: Nsight Compute on the kNN GATE scan at B = 1024 (128-query items), N = 1M, fused and
-#  score-only: what holds the large-batch loop at ~60% of the GEMM rate)
+#  score-only: what held the large-batch loop at ~60% of the GEMM rate; s9-run2, s9-run3)
 kgncu: for al in fused:1 score_only:0; do ncu --clock-control none --kernel-name regex:ks_score_kernel --launch-skip ${al##*:} --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section SourceCounters --section Occupancy -f -o "$OUT/kg-${al%%:*}" python3 bench/knn_once.py --B 1024 --N 1048576 --k 1024 --algo ${al%%:*} --calls 2 >/dev/null 2>&1; echo "ncu ${al%%:*} rc=$?"; ncu --import "$OUT/kg-${al%%:*}.ncu-rep" --page details --csv >"$OUT/kg-${al%%:*}-details.csv" 2>&1; done; ncu --import "$OUT/kg-fused.ncu-rep" --page source --csv --print-source sass >"$OUT/kg-fused-sass.csv" 2>&1; rm -f "$OUT"/kg-*.ncu-rep
 # (kcli: `litetopk bench knn`, the issue's tool: B = 64, D = 768 bf16 clustered embeddings, fused /
 #  materialize / score-only with the device copy rate of each process, x one read of the corpus; C

@@ -386,7 +386,8 @@ static const char bench_about[] =
     "  bench dsa     the DSA indexer: T queries at the end of an S-key causal context, in calls of --chunk\n"
     "                rows with the hot set carried between calls (--cold: none)\n"
     "  bench knn     brute-force kNN on clustered unit-norm embeddings (or --base/--queries files);\n"
-    "                --dump PREFIX writes PREFIX.base.fbin and PREFIX.queries.fbin (--reps 0: only that)\n"
+    "                --dump PREFIX writes PREFIX.base.fbin and PREFIX.queries.fbin (--reps 0: only that);\n"
+    "                on CUDA also the device copy rate and each time over one read of the corpus\n"
     "  bench select  top-k of a given score matrix (--dist dsa|normal|offset|ties)\n"
     "Run 'litetopk bench <op> --help' for the options of one operation.";
 
