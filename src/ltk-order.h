@@ -48,6 +48,17 @@ LTK_HD float ltk_rank_key_to_f32(uint32_t key) {
     return ltk_bits_f32((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
 }
 
+/* The lowest float whose key is >= key, for key > 0: a gate "ltk_rank_key(x) >= key" is then the
+ * plain compare "x >= ltk_rank_key_floor(key)" (false for NaN x; -0 >= +0 holds, as their keys are
+ * equal; denormals compare exactly unless flushed). +0 .. +inf for keys of non-negative floats,
+ * -inf for keys at or below -inf's, the negative float ~key between, a NaN (nothing passes) above
+ * +inf's key. Key 0 (every score passes, NaN too) has no such float: callers test it apart. */
+LTK_HD float ltk_rank_key_floor(uint32_t key) {
+    if (key >= 0x80000000u) return ltk_bits_f32(key & 0x7fffffffu);
+    if (key <= 0x007fffffu) return ltk_bits_f32(0xff800000u); /* -inf */
+    return ltk_bits_f32(~key);
+}
+
 /* 1 if (score a, index ia) ranks strictly before (score b, index ib). */
 LTK_HD int ltk_better(float a, int64_t ia, float b, int64_t ib) {
     uint32_t ka = ltk_rank_key(a), kb = ltk_rank_key(b);

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ltk-order.h"
 #include "indexer.cuh" /* ltk_cuda_tmap_encoder */
 #include "knn.cuh"
 #include "ptx.cuh"
@@ -204,26 +205,17 @@ static __device__ __forceinline__ float ks_entry(const knn_params &p, const floa
     return IP ? v[0] + 0.0f : knn_score(v[0], qn, xn[row], p.metric);
 }
 
-/* The smallest float f, in the order of ltk_key32, with ltk_key32(f) >= thr (thr > 0): +0..+inf for
- * keys of non-negative floats, -inf for keys at or below -inf's, else the negative float ~thr; a
- * NaN (nothing passes) for keys above +inf's. Why: the GATE epilogue then compares each score once
- * (FSETP) instead of converting it to a key first; ncu (B = 1024, s9-run2) found that epilogue at
- * ~22 instructions a score, 41% of the math warps' samples, with the tensor pipe idle meanwhile.
- * Exact: no flush of denormals (the library is built without -ftz), -0 == +0 as in the keys. */
-static __device__ __forceinline__ float ks_thr_float(uint32_t thr) {
-    if (thr >= 0x80000000u) return __uint_as_float(thr & 0x7fffffffu);
-    if (thr <= 0x007fffffu) return -INFINITY;
-    return __uint_as_float(~thr);
-}
-
 template <bool IP>
 static __device__ __forceinline__ void ks_gate(const knn_params &p, const float (&acc)[64], const float *xn,
                                                const float (&qn_r)[2], const uint32_t (&thr_r)[2], int half, int lane,
                                                int64_t n0, int qa, ks_list *l, int &fill) {
     const int64_t lim = p.n - n0; /* rows of this item inside the launch */
     const int rb = half * 128 + 2 * (lane & 3);
-    /* the gate as one float compare a score: key32(sc) >= thr <=> sc >= ks_thr_float(thr) (thr > 0) */
-    const float thf[2] = {ks_thr_float(thr_r[0]), ks_thr_float(thr_r[1])};
+    /* The gate as one float compare a score: key32(sc) >= thr <=> sc >= ltk_rank_key_floor(thr)
+     * (thr > 0; tests/test-order.c). Why: converting each score to its key first made this
+     * epilogue ~22 instructions a score, 41% of the math warps' samples at B = 1024 while the tensor
+     * pipe idled (ncu, s9-run2); the compare and the mask now take ~2.5. */
+    const float thf[2] = {ltk_rank_key_floor(thr_r[0]), ltk_rank_key_floor(thr_r[1])};
     uint32_t pm[2] = {0u, 0u}; /* bit 2 j + b of pm[h]: entry (row rb + 8 j + b, query qa + 8 h) passes */
 #pragma unroll
     for (int j = 0; j < 16; j++)
