@@ -126,6 +126,7 @@ kgncu: for al in fused:1 score_only:0; do ncu --clock-control none --kernel-name
 # (kcli: `litetopk bench knn`, the issue's tool: B = 64, D = 768 bf16 clustered embeddings, fused /
 #  materialize / score-only with the device copy rate of each process, x one read of the corpus; C
 #  host path, no Python in the timed call. s9-run5 also ran an A/B of launching the query-norm
-#  kernel after the sample scan for inner products (0.467-0.470 vs 0.467-0.468 ms at 1M: dropped))
-kcli: for N in 1048576 2097152; do gpu-bin/litetopk bench knn --N $N --B 64 --D 768 --dtype bf16 --backend cuda --dump /tmp/kcli-$N --reps 0 | tail -1; done
-kcli: for N in 1048576 2097152; do for k in 128 1024 4096 8192; do gpu-bin/litetopk bench knn --base /tmp/kcli-$N.base.fbin --queries /tmp/kcli-$N.queries.fbin --k $k --dtype bf16 --backend cuda --algos fused,materialize,score_only --reps 20 --json "$OUT/bench.jsonl" | grep -E "bench knn|device copy|^  (fused|materialize|score_only) |exactness"; done; done
+#  kernel after the sample scan for inner products (0.467-0.470 vs 0.467-0.468 ms at 1M: dropped).
+#  s9-run5/6 loaded 1M / 2M from files dumped once (the generator was serial); it runs per block in
+#  parallel since, so the case generates every shape directly, 1M to 5M)
+kcli: for N in 1048576 2097152 4194304 5242880; do for k in 128 1024 4096 8192; do gpu-bin/litetopk bench knn --N $N --B 64 --D 768 --k $k --dtype bf16 --backend cuda --algos fused,materialize,score_only --reps 20 --json "$OUT/bench.jsonl" | grep -E "bench knn|device copy|^  (fused|materialize|score_only) |exactness"; done; done

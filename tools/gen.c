@@ -291,9 +291,8 @@ ltk_status gen_embeddings(int64_t rows, int32_t D, int64_t clusters, uint64_t se
     *out = NULL;
     if (rows < 0 || D < 1) return tool_fail(LTK_EINVAL, "embedding generator: bad shape %lld x %d", (long long)rows, D);
     if (clusters < 1) clusters = 1;
-    gen_rng shared, rng;
+    gen_rng shared;
     gen_rng_seed(&shared, seed);           /* centres and the common direction: same for base and queries */
-    gen_rng_seed(&rng, seed ^ (0x5bd1e995ull * (stream + 1)));
     float *centres = malloc(sizeof(float) * (size_t)clusters * (size_t)D);
     float *mean = malloc(sizeof(float) * (size_t)D);
     float *x = malloc(sizeof(float) * (size_t)(rows > 0 ? rows : 1) * (size_t)D);
@@ -304,17 +303,25 @@ ltk_status gen_embeddings(int64_t rows, int32_t D, int64_t clusters, uint64_t se
     for (int d = 0; d < D; d++) mean[d] = (float)gen_normal(&shared);
     for (int64_t i = 0; i < clusters * D; i++) centres[i] = (float)gen_normal(&shared);
     /* Anisotropy (a shared mean direction) + cluster + noise, then unit norm: cosines of unrelated
-     * pairs sit near 0.35, same-cluster pairs higher: a concentrated bulk with a thin tail. */
-    for (int64_t r = 0; r < rows; r++) {
-        const float *c = centres + (size_t)(gen_u64(&rng) % (uint64_t)clusters) * D;
-        float *v = x + (size_t)r * D;
-        double norm = 0.0;
-        for (int d = 0; d < D; d++) {
-            v[d] = 0.6f * mean[d] + 0.6f * c[d] + 0.5f * (float)gen_normal(&rng);
-            norm += (double)v[d] * v[d];
+     * pairs sit near 0.35, same-cluster pairs higher: a concentrated bulk with a thin tail. Rows in
+     * blocks of GEN_BLOCK, each from its own stream (seed, stream, block): the same values for any
+     * thread count, and 5M x 768 in seconds instead of a minute on one core. */
+    const int64_t blocks = (rows + GEN_BLOCK - 1) / GEN_BLOCK;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t b = 0; b < blocks; b++) {
+        gen_rng rng;
+        gen_rng_seed(&rng, seed ^ (0x5bd1e995ull * (stream + 1)) ^ (uint64_t)(b + 1) * 0x9e3779b97f4a7c15ull);
+        for (int64_t r = b * GEN_BLOCK; r < rows && r < (b + 1) * GEN_BLOCK; r++) {
+            const float *c = centres + (size_t)(gen_u64(&rng) % (uint64_t)clusters) * D;
+            float *v = x + (size_t)r * D;
+            double norm = 0.0;
+            for (int d = 0; d < D; d++) {
+                v[d] = 0.6f * mean[d] + 0.6f * c[d] + 0.5f * (float)gen_normal(&rng);
+                norm += (double)v[d] * v[d];
+            }
+            float inv = norm > 0.0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
+            for (int d = 0; d < D; d++) v[d] *= inv;
         }
-        float inv = norm > 0.0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
-        for (int d = 0; d < D; d++) v[d] *= inv;
     }
     free(centres), free(mean);
     *out = x;
