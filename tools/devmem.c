@@ -30,7 +30,6 @@ static int cmp_ms(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
     return (x > y) - (x < y);
 }
-
 #endif
 
 ltk_status devmem_copy_gbps(size_t bytes, double *gbps) {
@@ -55,7 +54,10 @@ ltk_status devmem_copy_gbps(size_t bytes, double *gbps) {
     if (b) cudaEventDestroy(b);
     cudaFree(src);
     cudaFree(dst);
-    if (e != cudaSuccess) return cuda_fail(e, "device copy bandwidth");
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* a failed allocation must not reach the library's next launch check */
+        return cuda_fail(e, "device copy bandwidth");
+    }
     qsort(ms, 10, sizeof ms[0], cmp_ms);
     const double med = 0.5 * ((double)ms[4] + (double)ms[5]);
     *gbps = med > 0 ? 2.0 * (double)bytes / (med * 1e6) : 0.0;

@@ -413,7 +413,7 @@ struct knn_src_skeys {
 
 static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ctl c) {
     __shared__ ltk_sel_smem sm;
-    extern __shared__ uint32_t thr_keys[]; /* c.m rank keys when c.thr_smem, else absent */
+    extern __shared__ __align__(16) uint32_t thr_keys[]; /* c.m rank keys when c.thr_smem, else absent (uint4 stores) */
     const int qq = blockIdx.x;
     if (threadIdx.x == 0) {
         c.cnt[qq] = 0;
