@@ -368,7 +368,7 @@ struct knn_ctl {
     int32_t *res_cnt, *st_fb, *st_cand;
     int thr_smem;   /* the threshold's radix passes over the sample staged in shared memory (knn_thr_smem) */
     int stage;      /* final select: candidate keys it stages in shared memory (0: none) */
-    int sort_bucket; /* final select: ltk_sort_bucket first (default; LTK_CUDA_KNN_SORT=bitonic for A/B) */
+    int sort_bucket; /* final select: 2 knn_final_bucket, 1 radix + ltk_sort_bucket, 0 radix + bitonic (knn_sort_bucket) */
     int cand_pct;    /* candidate target of the threshold, percent of k (knn_cand_pct) */
 };
 
@@ -609,13 +609,168 @@ static __device__ bool knn_final_staged(const ltk_src_cand_glob &src, int k, int
     return true;
 }
 
+struct knn_out {
+    int nq, k, kp, nch, metric;
+    int64_t chunk_rows, out_stride;
+    const uint64_t *res;  /* [nch][nq][kp] */
+    const int32_t *res_cnt; /* [nch][nq] */
+    int64_t *out_idx;
+    float *out_scores;
+    uint32_t unsorted;
+};
+
+static __device__ __forceinline__ float knn_report(uint32_t key, int metric) {
+    float s = ltk_rank_key_to_f32(key);
+    if (metric == LTK_METRIC_L2) s = s == 0.0f ? 0.0f : -s; /* distance; never -0 */
+    return s;
+}
+
+/* The final select and its sort in one: the k best of the n candidates (k < n <= stage), sorted
+ * descending, from one histogram of equal-width key buckets. Keys staged in shared memory as in
+ * knn_final_staged (skeys); the histogram over [kmin, kmax] in LTK_SEL_BINS buckets, highest key
+ * first; every bucket up to the one holding the k-th entry (b*) is scattered into sb (room for
+ * k + LTK_BUCKET_MAX composites), each entry then placed by its count of larger composites in its
+ * bucket, into out (the staging area again, once the keys are read: it holds >= k composites when
+ * stage >= 2k); of b* only its best k - above land below position k. Returns out, or NULL (nothing
+ * decided, the keys still staged) when a bucket up to b* holds more than LTK_BUCKET_MAX entries
+ * (flat or tied tails): the caller then runs knn_final_staged. Why: at k = 8,192 (13k candidates
+ * a query, B = 64, N = 1M) the final select took 42 us, half of it in three 11-bit radix passes
+ * and the gather, the rest in the bucket sort (ncu, s10-run1): one histogram serves both. */
+static __device__ const uint64_t *knn_final_bucket(const ltk_src_cand_glob &src, uint32_t k, ltk_sel_smem *sm,
+                                                   uint64_t *sb, uint32_t *skeys) {
+    const int n = (int)src.cnt, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        sm->kmin = 0xffffffffu;
+        sm->kmax = 0u;
+        sm->bmax = 0u;
+        sm->digit = LTK_SEL_BINS; /* (set below: some bucket holds the k-th entry, as k < n) */
+    }
+    for (int i = threadIdx.x; i < LTK_SEL_BINS; i += LTK_SEL_NT) sm->hist[i] = 0;
+    uint32_t mn = 0xffffffffu, mx = 0u;
+    for (int i0 = 0; i0 < n; i0 += LTK_SEL_NT * LTK_SEL_U) { /* LTK_SEL_U loads in flight a thread */
+        uint32_t v[LTK_SEL_U];
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
+            v[u] = i < n ? __ldcg(src.key + i) : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
+            if (i < n) {
+                skeys[i] = v[u];
+                mn = min(mn, v[u]);
+                mx = max(mx, v[u]);
+            }
+        }
+    }
+    mn = __reduce_min_sync(LTK_FULL, mn);
+    mx = __reduce_max_sync(LTK_FULL, mx);
+    __syncthreads(); /* (the initial values above before the atomics) */
+    if (lane == 0) {
+        atomicMin(&sm->kmin, mn);
+        atomicMax(&sm->kmax, mx);
+    }
+    __syncthreads();
+    const uint32_t kmin = sm->kmin, span = sm->kmax - kmin;
+    int sh = 0;
+    while (sh < 32 && (span >> sh) >= (uint32_t)LTK_SEL_BINS) sh++;
+#define KNN_BUCKET(key) (LTK_SEL_BINS - 1 - (((key) - kmin) >> sh)) /* ascending bucket: descending key */
+    for (int i = threadIdx.x; i < n; i += LTK_SEL_NT) atomicAdd(&sm->hist[KNN_BUCKET(skeys[i])], 1u);
+    __syncthreads();
+    /* bucket starts (exclusive scan, LTK_SEL_BINS / LTK_SEL_NT bins a thread), b*, and the largest
+     * bucket that holds winners (those starting below k) */
+    const int per = LTK_SEL_BINS / LTK_SEL_NT, b0 = per * threadIdx.x;
+    uint32_t cnt[LTK_SEL_BINS / LTK_SEL_NT], loc = 0, big = 0, tot;
+#pragma unroll
+    for (int j = 0; j < per; j++) {
+        cnt[j] = sm->hist[b0 + j];
+        loc += cnt[j];
+    }
+    uint32_t st = ltk_block_scan(loc, sm->warp, &tot);
+#pragma unroll
+    for (int j = 0; j < per; j++) {
+        if (st < k) big = cnt[j] > big ? cnt[j] : big;
+        if (st < k && k <= st + cnt[j]) {
+            sm->digit = (uint32_t)(b0 + j);
+            sm->above = st;
+        }
+        sm->hist[b0 + j] = st; /* start; the scatter turns it into the bucket's end */
+        st += cnt[j];
+    }
+    big = __reduce_max_sync(LTK_FULL, big);
+    if (lane == 0) atomicMax(&sm->bmax, big);
+    __syncthreads();
+    if (sm->bmax > LTK_BUCKET_MAX || sm->digit >= LTK_SEL_BINS) return NULL; /* (block-uniform) */
+    /* entries up to b*: the start of the next bucket (the scatter below moves only starts up to b*) */
+    const uint32_t bstar = sm->digit, nw = bstar + 1 < LTK_SEL_BINS ? sm->hist[bstar + 1] : (uint32_t)n;
+    /* scatter the entries of buckets <= b*: their row indices are read from global memory (loads in
+     * flight together) only for those */
+    for (int i0 = 0; i0 < n; i0 += LTK_SEL_NT * LTK_SEL_U) {
+        uint32_t key[LTK_SEL_U], rel[LTK_SEL_U], b[LTK_SEL_U];
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
+            key[u] = i < n ? skeys[i] : 0u;
+            b[u] = i < n ? KNN_BUCKET(key[u]) : (uint32_t)LTK_SEL_BINS;
+            rel[u] = b[u] <= bstar ? __ldcg(src.rel + i) : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++)
+            if (b[u] <= bstar) sb[atomicAdd(&sm->hist[b[u]], 1u)] = ltk_comp(key[u], rel[u]);
+    }
+    __syncthreads();
+    /* place: each entry at its bucket's start plus its count of larger composites there (distinct:
+     * the row index breaks key ties, lower first); of b*, only ranks below k - above */
+    uint64_t *out = (uint64_t *)skeys;
+    for (uint32_t p = threadIdx.x; p < nw; p += LTK_SEL_NT) {
+        const uint64_t c = sb[p];
+        const uint32_t bk = KNN_BUCKET(ltk_comp_key(c));
+        const uint32_t lo = bk ? sm->hist[bk - 1] : 0u, hi = sm->hist[bk];
+        uint32_t rank = 0;
+        for (uint32_t j = lo; j < hi; j++) rank += sb[j] > c;
+        if (lo + rank < k) out[lo + rank] = c;
+    }
+#undef KNN_BUCKET
+    __syncthreads();
+    return out;
+}
+
+/* Writes one query's sorted result (s[0..got), descending): to the call's output when o.out_idx
+ * (a single chunk: no merge to follow, and no output launch), else to res for knn_output_kernel. */
+static __device__ void knn_final_store(const knn_ctl &c, const knn_out &o, int qq, const uint64_t *s, uint32_t got) {
+    if (o.out_idx) {
+        int64_t *oi = o.out_idx + (int64_t)qq * o.out_stride;
+        float *os = o.out_scores ? o.out_scores + (int64_t)qq * o.out_stride : NULL;
+        const float pad = o.metric == LTK_METRIC_L2 ? INFINITY : -INFINITY;
+        for (int j = threadIdx.x; j < o.k; j += LTK_SEL_NT) {
+            if (j < (int)got) {
+                const uint64_t v = s[j];
+                oi[j] = (int64_t)ltk_comp_rel(v);
+                if (os) os[j] = knn_report(ltk_comp_key(v), o.metric);
+            } else {
+                oi[j] = -1;
+                if (os) os[j] = pad;
+            }
+        }
+        return;
+    }
+    for (int j = threadIdx.x; j < c.kp; j += LTK_SEL_NT) c.res[(int64_t)qq * c.kp + j] = j < (int)got ? s[j] : 0ull;
+    if (threadIdx.x == 0) c.res_cnt[qq] = (int32_t)(got < (uint32_t)c.k ? got : (uint32_t)c.k);
+}
+
 /* Final select of one query of one chunk: candidates (or the fallback's gathered composites),
- * sorted descending into res[qq][0..kp). */
+ * sorted descending, then stored (knn_final_store). Shared memory: the scratch, sb (kp +
+ * LTK_BUCKET_MAX composites), then c.stage staged keys. sort_bucket (LTK_CUDA_KNN_SORT): 2 the
+ * bucket select (knn_final_bucket) where it applies, else as 1; 1 the radix select, then the
+ * bucket sort for k > 2048; 0 the radix select and the bitonic network. */
 /* (E >= 16: one CTA an SM, else ptxas held E = 16 to 64 registers and spilled) */
-template <int E> static __global__ void __launch_bounds__(LTK_SEL_NT, E >= 16 ? 1 : 2) knn_final_kernel(knn_ctl c) {
+template <int E>
+static __global__ void __launch_bounds__(LTK_SEL_NT, E >= 16 ? 1 : 2) knn_final_kernel(knn_ctl c, knn_out o) {
     extern __shared__ __align__(16) unsigned char smraw[];
     ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
     uint64_t *sb = (uint64_t *)(smraw + sizeof(ltk_sel_smem));
+    uint32_t *stage = (uint32_t *)(sb + c.kp + LTK_BUCKET_MAX);
     const int qq = blockIdx.x;
     uint32_t got;
     if (c.fb_on[qq]) {
@@ -632,7 +787,14 @@ template <int E> static __global__ void __launch_bounds__(LTK_SEL_NT, E >= 16 ? 
             __syncthreads();
             done = true;
         } else if (src.cnt <= c.stage) {
-            done = knn_final_staged(src, c.k, c.kp, sm, sb, (uint32_t *)(sb + c.kp), &got);
+            if (c.sort_bucket == 2 && 2 * c.k <= c.stage) { /* (block-uniform) */
+                const uint64_t *s = knn_final_bucket(src, (uint32_t)c.k, sm, sb, stage);
+                if (s) {
+                    knn_final_store(c, o, qq, s, (uint32_t)c.k);
+                    return;
+                }
+            }
+            done = knn_final_staged(src, c.k, c.kp, sm, sb, stage, &got);
         }
         if (!done) {
             ltk_radix_select<ltk_src_cand_glob, 1>(src, (uint32_t)c.k, 64, 0, sm);
@@ -642,11 +804,9 @@ template <int E> static __global__ void __launch_bounds__(LTK_SEL_NT, E >= 16 ? 
         }
     }
     /* (the bucket sort's scratch is the staging area: its stage keys hold stage / 2 composites) */
-    if (!(E >= 8 && c.sort_bucket && 2 * got <= (uint32_t)c.stage &&
-          ltk_sort_bucket(sb, got, (uint64_t *)(sb + c.kp), sm)))
+    if (!(E >= 8 && c.sort_bucket && 2 * got <= (uint32_t)c.stage && ltk_sort_bucket(sb, got, (uint64_t *)stage, sm)))
         ltk_sort_desc<E>(sb, c.kp);
-    for (int j = threadIdx.x; j < c.kp; j += LTK_SEL_NT) c.res[(int64_t)qq * c.kp + j] = sb[j];
-    if (threadIdx.x == 0) c.res_cnt[qq] = (int32_t)(got < (uint32_t)c.k ? got : (uint32_t)c.k);
+    knn_final_store(c, o, qq, sb, got);
 }
 
 /* Merge of per-chunk sorted results: position i = chunk * kp + j orders like the global index
@@ -663,22 +823,6 @@ struct knn_src_chunks {
         return (v & 0xffffffff00000000ull) | (uint32_t)~(uint32_t)i;
     }
 };
-
-struct knn_out {
-    int nq, k, kp, nch, metric;
-    int64_t chunk_rows, out_stride;
-    const uint64_t *res;  /* [nch][nq][kp] */
-    const int32_t *res_cnt; /* [nch][nq] */
-    int64_t *out_idx;
-    float *out_scores;
-    uint32_t unsorted;
-};
-
-static __device__ __forceinline__ float knn_report(uint32_t key, int metric) {
-    float s = ltk_rank_key_to_f32(key);
-    if (metric == LTK_METRIC_L2) s = s == 0.0f ? 0.0f : -s; /* distance; never -0 */
-    return s;
-}
 
 template <int E> static __global__ void __launch_bounds__(LTK_SEL_NT) knn_output_kernel(knn_out o) {
     extern __shared__ __align__(16) unsigned char smraw[];
@@ -868,13 +1012,16 @@ static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st
     return LTK_OK;
 }
 
-/* The final select sorts its winners with ltk_sort_bucket (falling back to the bitonic network on
- * a crowded bucket) for k > 2048; LTK_CUDA_KNN_SORT=bitonic keeps the network alone (A/B). H200,
- * B = 64, N = 1M (s8-run2, `knn_timeline.py`): final select 43.8 -> 26.7 us at k = 4096, 83 -> 50 us
- * at k = 8192; test-cuda-knn 176/0 and racecheck clean under it (s8-run1). Read at every call. */
+/* The final select: by default select and sort from one bucket histogram (knn_final_bucket, where
+ * no bucket is crowded); LTK_CUDA_KNN_SORT=bucket the radix select, then ltk_sort_bucket for
+ * k > 2048 (falling back to the bitonic network on a crowded bucket), =bitonic the radix select
+ * and the network alone (A/B). H200, B = 64, N = 1M (s8-run2, `knn_timeline.py`): the bucket sort
+ * took the final select 43.8 -> 26.7 us at k = 4096, 83 -> 50 us at k = 8192. Read at every call. */
 static int knn_sort_bucket(void) {
     const char *e = getenv("LTK_CUDA_KNN_SORT");
-    return !(e && !strcmp(e, "bitonic"));
+    if (e && !strcmp(e, "bitonic")) return 0;
+    if (e && !strcmp(e, "bucket")) return 1;
+    return 2;
 }
 
 /* The threshold kernel reads the sample once into shared memory (c.m <= KNN_SAMPLE keys, 128 KB)
@@ -1094,18 +1241,37 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
     const int esz = DT == 0 ? 4 : 2;
     const int mat = e->algo == LTK_ALGO_MATERIALIZE, score_only = e->algo == LTK_ALGO_SCORE_ONLY;
     const size_t fin_smem = sizeof(ltk_sel_smem) + (size_t)pl->kp * 8; /* output kernels */
-    /* the final kernels also stage candidate keys, as many as the device's shared memory allows */
+    /* the final kernels: LTK_BUCKET_MAX more composites (knn_final_bucket), then the staged
+     * candidate keys, as many as the device's shared memory allows */
+    const size_t fin_base = fin_smem + (size_t)LTK_BUCKET_MAX * 8;
     int smem_optin = 0;
     LTK_SEL_TRY(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     int64_t stage = pl->stage;
-    if ((int64_t)fin_smem + stage * 4 > smem_optin) stage = ((int64_t)smem_optin - (int64_t)fin_smem) / 4 / 16 * 16;
+    if ((int64_t)fin_base + stage * 4 > smem_optin) stage = ((int64_t)smem_optin - (int64_t)fin_base) / 4 / 16 * 16;
     if (stage < 2 * (int64_t)a->k) stage = 0; /* too few to matter: the global-memory select */
-    const size_t fin_smem_final = fin_smem + (size_t)stage * 4;
+    const size_t fin_smem_final = fin_base + (size_t)stage * 4;
+    /* one chunk, fused: the final kernel writes the call's output itself (no output launch) */
+    const int direct = pl->nch == 1 && !mat && a->N > 0;
     LTK_FORWARD_IF(knn_fin_smem_reserve(fin_smem_final, dev));
     for (int64_t b0 = 0; b0 < a->B; b0 += pl->qb) {
         int nq = (int)(a->B - b0 < pl->qb ? a->B - b0 : pl->qb);
         const char *qptr = (const char *)a->queries + b0 * a->q_stride * esz;
         float *qn = (float *)(ws + pl->o_qn);
+        knn_out o;
+        memset(&o, 0, sizeof o);
+        o.nq = nq;
+        o.k = a->k;
+        o.kp = pl->kp;
+        o.nch = pl->nch;
+        o.metric = (int)a->metric;
+        o.chunk_rows = pl->chunk;
+        o.out_stride = a->out_stride;
+        o.res = (const uint64_t *)(ws + pl->o_res);
+        o.res_cnt = (const int32_t *)(ws + pl->o_rescnt);
+        o.out_idx = a->out_idx + b0 * a->out_stride;
+        o.out_scores = a->out_scores ? a->out_scores + b0 * a->out_stride : NULL;
+        knn_out fo = o; /* what the final kernel writes: the output (direct) or res */
+        if (!direct) fo.out_idx = NULL;
         knn_qnorm_kernel<DT><<<(nq + 7) / 8, 256, 0, st>>>(qptr, a->q_stride, a->D, nq, qn,
                                                            (int32_t *)(ws + pl->o_stfb), (int32_t *)(ws + pl->o_stc));
         LTK_SEL_TRY(cudaGetLastError());
@@ -1230,29 +1396,18 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
             /* 3. check, 4. exact fallback passes (only when a query needs them) */
             LTK_FORWARD_IF(knn_check_and_fallback<DT>(p, c, sms, dev, st));
             /* 5. final select */
-#define KNN_FINAL(E) knn_final_kernel<E><<<nq, LTK_SEL_NT, fin_smem_final, st>>>(c)
+#define KNN_FINAL(E) knn_final_kernel<E><<<nq, LTK_SEL_NT, fin_smem_final, st>>>(c, fo)
             KNN_BY_E(pl->kp, KNN_FINAL);
 #undef KNN_FINAL
             LTK_SEL_TRY(cudaGetLastError());
         }
         if (score_only) continue;
-        knn_out o;
-        memset(&o, 0, sizeof o);
-        o.nq = nq;
-        o.k = a->k;
-        o.kp = pl->kp;
-        o.nch = pl->nch;
-        o.metric = (int)a->metric;
-        o.chunk_rows = pl->chunk;
-        o.out_stride = a->out_stride;
-        o.res = (const uint64_t *)(ws + pl->o_res);
-        o.res_cnt = (const int32_t *)(ws + pl->o_rescnt);
-        o.out_idx = a->out_idx + b0 * a->out_stride;
-        o.out_scores = a->out_scores ? a->out_scores + b0 * a->out_stride : NULL;
+        if (!direct) {
 #define KNN_OUTPUT(E) knn_output_kernel<E><<<nq, LTK_SEL_NT, fin_smem, st>>>(o)
-        KNN_BY_E(pl->kp, KNN_OUTPUT);
+            KNN_BY_E(pl->kp, KNN_OUTPUT);
 #undef KNN_OUTPUT
-        LTK_SEL_TRY(cudaGetLastError());
+            LTK_SEL_TRY(cudaGetLastError());
+        }
         if (e->stats) {
             int32_t *h = (int32_t *)malloc((size_t)nq * 8);
             LTK_RETURN_IF(!h, LTK_ENOMEM, "stats");
