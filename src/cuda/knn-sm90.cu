@@ -62,10 +62,6 @@ template <int QI> struct ks_cfg {
 template <int QI> struct ks_misc {
     float xn[2][KS_BN]; /* |x|^2 of the item's rows, by item parity */
     uint64_t full[ks_cfg<QI>::NST], empty[ks_cfg<QI>::NST];
-    /* GATE of 64-query items: each math warp's list as two halves, handed to a flush warp
-     * (ks_handoff, ks_flusher): filled / flushed, and the count of a handed-off half */
-    uint64_t lfull[KS_MATH_WARPS][2], lempty[KS_MATH_WARPS][2];
-    int32_t lfill[KS_MATH_WARPS][2];
 };
 /* GATE: a staging list per math warp after ks_misc (ks_gate below). */
 #define KS_LIST 256 /* staged entries per math warp */
@@ -160,18 +156,16 @@ template <int DT> static __device__ __forceinline__ float ks_sq8(const uint8_t *
  * trip for up to KS_LIST entries, with one atomic per distinct query of each 32 (the paper's
  * per-warp staging lists flushed in batches). */
 
-#define KS_FLUSH_R 4 /* rounds of 32 entries whose atomics a flush keeps in flight together */
-
-/* Entries of a staging list (a whole ks_list, or one half of it). */
-struct ks_lv {
-    uint32_t *key, *rel;
-    uint16_t *q;
-};
-static __device__ __forceinline__ ks_lv ks_view(ks_list *l, int off) { return {l->key + off, l->rel + off, l->q + off}; }
+/* Rounds of 32 entries whose atomics a flush keeps in flight together: a whole list (one L2 round
+ * trip a flush) for 64-query items; 4 (two round trips) for 128-query items, whose math threads
+ * hold 128 accumulators and would spill the 24 more registers. Why: at k = 8,192 (B = 64, N = 1M)
+ * the gated scan ran 420 us against 378 at k = 1,024, DRAM throughput 80% against 90%, the
+ * flush's wait on its atomics the largest new stall (ncu, s10-run1). */
+template <int QI> struct ks_flush_rounds { enum { R = QI == 64 ? KS_LIST / 32 : 4 }; };
 
 /* Moves the warp's fill staged entries to the candidate lists (every lane, warp-uniform fill). */
-static __device__ __forceinline__ void ks_flush(const knn_params &p, const ks_lv l, int fill, int lane) {
-    const int R = KS_FLUSH_R;
+template <int R>
+static __device__ __forceinline__ void ks_flush(const knn_params &p, const ks_list *l, int fill, int lane) {
     __syncwarp(); /* the lanes' staging stores are visible to the warp */
     for (int b0 = 0; b0 < fill; b0 += 32 * R) {
         /* R rounds of 32: their atomics in flight together, then the writes */
@@ -179,7 +173,7 @@ static __device__ __forceinline__ void ks_flush(const knn_params &p, const ks_lv
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const int i = b0 + 32 * r + lane;
-            q[r] = i < fill ? (uint32_t)l.q[i] : 0xffffffffu;
+            q[r] = i < fill ? (uint32_t)l->q[i] : 0xffffffffu;
             peers[r] = __match_any_sync(LTK_FULL, q[r]);
             at[r] = 0;
             if (q[r] != 0xffffffffu && lane == __ffs(peers[r]) - 1) at[r] = atomicAdd(&p.cnt[q[r]], (uint32_t)__popc(peers[r]));
@@ -189,74 +183,12 @@ static __device__ __forceinline__ void ks_flush(const knn_params &p, const ks_lv
             const int i = b0 + 32 * r + lane;
             const uint32_t pos = __shfl_sync(LTK_FULL, at[r], __ffs(peers[r]) - 1) + __popc(peers[r] & ((1u << lane) - 1u));
             if (q[r] != 0xffffffffu && (int64_t)pos < p.cap) {
-                p.ckey[(int64_t)q[r] * p.cap + pos] = l.key[i];
-                p.crel[(int64_t)q[r] * p.cap + pos] = l.rel[i];
+                p.ckey[(int64_t)q[r] * p.cap + pos] = l->key[i];
+                p.crel[(int64_t)q[r] * p.cap + pos] = l->rel[i];
             }
         }
     }
     __syncwarp(); /* the list is read before it is refilled */
-}
-
-/* ---- asynchronous flushes (64-query items): a math warp fills one half of its list while a flush
- * warp of the producer group (warps 1-3, idle otherwise) moves the other half to global memory.
- * Why: a flush waits an L2 round trip for its atomics; in the math warp it held the ring (every
- * stage waits for all 8 math warps) and, through the group barrier, the warp's 3 peers: at
- * k = 8,192 (13k candidates a query, B = 64, N = 1M) the gated scan ran 414-420 us against 378 at
- * k = 1,024 with DRAM throughput 80% against 90%, the group barrier and the flush's atomic wait
- * the largest new stalls (ncu, s10-run1); making the flush's 8 rounds one round trip gained 3 us
- * (s10-run3). The paper's idle warps doing the batch flushes. */
-#define KS_HALF (KS_LIST / 2)
-#define KS_LAST 0x40000000 /* in lfill: the warp's last list */
-struct ks_async {         /* a math warp's side (warp-uniform) */
-    int buf;              /* the half being filled */
-    uint32_t uses;        /* bit b: parity of the times half b was started */
-};
-/* Hands the filled half (fill entries) to the flush warp; unless last, continues in the other
- * half once the flush warp has emptied it. Every lane of the warp. */
-template <int QI>
-static __device__ __forceinline__ void ks_handoff(ks_misc<QI> *m, int mw, ks_async &as, int fill, int lane, bool last) {
-    __syncwarp(); /* the lanes' staging stores, before lane 0's arrive (release) */
-    if (lane == 0) {
-        m->lfill[mw][as.buf] = fill | (last ? KS_LAST : 0);
-        ltk_mbar_arrive(&m->lfull[mw][as.buf]);
-    }
-    if (last) return;
-    as.buf ^= 1;
-    ks_wait(&m->lempty[mw][as.buf], ((as.uses >> as.buf) & 1u) ^ 1u);
-    as.uses ^= 1u << as.buf;
-}
-/* Flush warp f (1..3): the halves of math warps f - 1, f + 2, f + 5 (< 8), in the order each hands
- * them off, until each has handed off its last. */
-template <int QI>
-static __device__ void ks_flusher(const knn_params &p, ks_misc<QI> *m, ks_list *lists, int f, int lane) {
-    int own[3], no = 0;
-    for (int w = f - 1; w < KS_MATH_WARPS; w += 3) own[no++] = w;
-    uint32_t nb = 0, fp = 0, done = 0; /* per owned warp: next half (bit i), parities (bits 2i + b) */
-    uint64_t t0 = ltk_globaltimer(); /* the last progress */
-    while (done != (1u << no) - 1u) {
-        bool any = false;
-        for (int i = 0; i < no; i++) {
-            if ((done >> i) & 1u) continue;
-            const int w = own[i], b = (nb >> i) & 1u;
-            const uint32_t par = (fp >> (2 * i + b)) & 1u;
-            /* lane 0 polls; then every lane waits on the completed phase (acquire) */
-            const uint32_t ready = __shfl_sync(LTK_FULL, lane == 0 ? ltk_mbar_test_wait(&m->lfull[w][b], par) : 0u, 0);
-            if (!ready) continue;
-            ks_wait(&m->lfull[w][b], par);
-            const int fv = m->lfill[w][b];
-            ks_flush(p, ks_view(lists + w, b * KS_HALF), fv & ~KS_LAST, lane);
-            if (lane == 0) ltk_mbar_arrive(&m->lempty[w][b]);
-            fp ^= 1u << (2 * i + b);
-            nb ^= 1u << i;
-            if (fv & KS_LAST) done |= 1u << i;
-            any = true;
-        }
-        if (any) t0 = ltk_globaltimer();
-        else {
-            __nanosleep(256);
-            if (ltk_globaltimer() - t0 > 10000000000ull) __trap(); /* (no half for 10 s: a protocol bug) */
-        }
-    }
 }
 
 /* Score of passing entry `bit` of pm[h], again: acc is indexed by a run-time value only here, on
@@ -279,12 +211,10 @@ static __device__ __forceinline__ float ks_entry(const knn_params &p, const floa
     return IP ? v[0] + 0.0f : knn_score(v[0], qn, xn[row], p.metric);
 }
 
-template <bool IP, int QI>
+template <bool IP, int R>
 static __device__ __forceinline__ void ks_gate(const knn_params &p, const float (&acc)[64], const float *xn,
                                                const float (&qn_r)[2], const uint32_t (&thr_r)[2], int half, int lane,
-                                               int64_t n0, int qa, ks_list *ls, ks_misc<QI> *m, int mw, ks_async &as,
-                                               int &fill) {
-    constexpr int CAP = QI == 64 ? KS_HALF : KS_LIST; /* 64-query items: halves, flushed asynchronously */
+                                               int64_t n0, int qa, ks_list *l, int &fill) {
     const int64_t lim = p.n - n0; /* rows of this item inside the launch */
     const int rb = half * 128 + 2 * (lane & 3);
     /* The gate as one float compare a score: key32(sc) >= thr <=> sc >= ltk_rank_key_floor(thr)
@@ -323,12 +253,11 @@ static __device__ __forceinline__ void ks_gate(const knn_params &p, const float 
     }
     const int tot = __shfl_sync(LTK_FULL, incl, 31);
     if (tot == 0) return;
-    if (fill > 0 && fill + tot > CAP) {
-        if constexpr (QI == 64) ks_handoff<QI>(m, mw, as, fill, lane, false);
-        else ks_flush(p, ks_view(ls, 0), fill, lane);
+    if (fill + tot > KS_LIST) {
+        ks_flush<R>(p, l, fill, lane);
         fill = 0;
     }
-    if (tot > CAP) { /* more than a list in one item (a low threshold): straight to global memory */
+    if (tot > KS_LIST) { /* more than a list in one item (a low threshold): straight to global memory */
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             if (!pm[h]) continue;
@@ -345,16 +274,15 @@ static __device__ __forceinline__ void ks_gate(const knn_params &p, const float 
         }
         return;
     }
-    const ks_lv l = ks_view(ls, QI == 64 ? as.buf * KS_HALF : 0);
     int at = fill + incl - nt;
 #pragma unroll
     for (int h = 0; h < 2; h++)
         for (uint32_t mm = pm[h]; mm; mm &= mm - 1, at++) {
             const int bit = __ffs(mm) - 1, row = rb + 8 * (bit >> 1) + (bit & 1);
             const float sc = ks_entry<IP>(p, acc, xn, qn_r[h], h, bit, row);
-            l.key[at] = ltk_key32(__float_as_uint(sc));
-            l.rel[at] = (uint32_t)(n0 + row);
-            l.q[at] = (uint16_t)(qa + 8 * h);
+            l->key[at] = ltk_key32(__float_as_uint(sc));
+            l->rel[at] = (uint32_t)(n0 + row);
+            l->q[at] = (uint16_t)(qa + 8 * h);
         }
     fill += tot;
 }
@@ -384,12 +312,6 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
             ltk_mbar_init(&m->full[s], 1);
             ltk_mbar_init(&m->empty[s], KS_MATH_WARPS);
         }
-        if (MODE == KNN_GATE && QI == 64)
-            for (int w = 0; w < KS_MATH_WARPS; w++)
-                for (int b = 0; b < 2; b++) {
-                    ltk_mbar_init(&m->lfull[w][b], 1);
-                    ltk_mbar_init(&m->lempty[w][b], 1);
-                }
         ltk_fence_mbar_init();
         ltk_tma_prefetch_desc(&tm_x);
         ltk_tma_prefetch_desc(&tm_q);
@@ -399,10 +321,6 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
     if (warp < 4) {
         /* ---- producer: one thread streams (item, k-step) pairs through the ring ---- */
         if (QI == 128) ltk_setmaxnreg_dec<KS_REG_PRODUCER>();
-        if (MODE == KNN_GATE && QI == 64 && warp > 0) {
-            ks_flusher<QI>(p, m, (ks_list *)((uint8_t *)m + sizeof(ks_misc<QI>)), warp, lane);
-            return;
-        }
         if (threadIdx.x != 0) return;
         int stage = 0;
         uint32_t phase = 0;
@@ -435,7 +353,6 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
      * math threads hold 128 accumulators) and its fill (warp-uniform) */
 #define KS_MY_LIST ((ks_list *)((uint8_t *)m + sizeof(ks_misc<QI>)) + (mt >> 5))
     int fill = 0;
-    ks_async as = {0, 1u}; /* (64-query GATE) half 0 in use from the start */
     float acc[NACC][64];
 #pragma unroll
     for (int s2 = 0; s2 < NACC; s2++)
@@ -518,9 +435,8 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
             const int half = QI == 64 ? wg : s2; /* which 128 rows of the item acc[s2] holds */
             if constexpr (MODE == KNN_GATE) {
                 /* inner product (the common case) without the |x|^2 reads: fewer live registers */
-                if (p.metric == LTK_METRIC_IP)
-                    ks_gate<true, QI>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, m, mt >> 5, as, fill);
-                else ks_gate<false, QI>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, m, mt >> 5, as, fill);
+                if (p.metric == LTK_METRIC_IP) ks_gate<true, ks_flush_rounds<QI>::R>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, fill);
+                else ks_gate<false, ks_flush_rounds<QI>::R>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, fill);
             } else {
 #pragma unroll
                 for (int j = 0; j < 16; j++)
@@ -533,8 +449,7 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
             }
         }
     }
-    if (MODE == KNN_GATE && QI == 64) ks_handoff<QI>(m, mt >> 5, as, fill, lane, true); /* (even when empty) */
-    else if (MODE == KNN_GATE && fill) ks_flush(p, ks_view(KS_MY_LIST, 0), fill, lane);
+    if (MODE == KNN_GATE && fill) ks_flush<ks_flush_rounds<QI>::R>(p, KS_MY_LIST, fill, lane);
 #undef KS_MY_LIST
 #endif
 }

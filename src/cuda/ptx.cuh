@@ -38,16 +38,6 @@ static __device__ __forceinline__ uint32_t ltk_mbar_try_wait(uint64_t *bar, uint
         : "memory");
     return ok;
 }
-/* Non-blocking: 1 when the phase with the given parity has completed (polling several barriers). */
-static __device__ __forceinline__ uint32_t ltk_mbar_test_wait(uint64_t *bar, uint32_t parity) {
-    uint32_t ok;
-    asm volatile(
-        "{\n\t.reg .pred p;\n\tmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-        : "=r"(ok)
-        : "r"(ltk_smem_addr(bar)), "r"(parity)
-        : "memory");
-    return ok;
-}
 /* Blocks until the phase with the given parity has completed. */
 static __device__ __forceinline__ void ltk_mbar_wait(uint64_t *bar, uint32_t parity) {
     while (!ltk_mbar_try_wait(bar, parity)) {
