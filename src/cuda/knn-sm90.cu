@@ -160,7 +160,10 @@ template <int DT> static __device__ __forceinline__ float ks_sq8(const uint8_t *
  * trip a flush) for 64-query items; 4 (two round trips) for 128-query items, whose math threads
  * hold 128 accumulators and would spill the 24 more registers. Why: at k = 8,192 (B = 64, N = 1M)
  * the gated scan ran 420 us against 378 at k = 1,024, DRAM throughput 80% against 90%, the
- * flush's wait on its atomics the largest new stall (ncu, s10-run1). */
+ * flush's wait on its atomics the largest new stall (ncu, s10-run1). Measured: 414 against
+ * 417 us (s10-run3, within run-to-run spread); taking the flushes off the math warps entirely
+ * (idle warps, s10-run5) gained nothing either, so the gated scan's extra time at large k is
+ * not the flush's wait. */
 template <int QI> struct ks_flush_rounds { enum { R = QI == 64 ? KS_LIST / 32 : 4 }; };
 
 /* Moves the warp's fill staged entries to the candidate lists (every lane, warp-uniform fill). */
