@@ -144,3 +144,5 @@ kab: tar -xJf gpu-pack/base.tar.xz 2>/dev/null; echo "base $(cat gpu-base/commit
 kab: tar -xJf gpu-pack/base.tar.xz 2>/dev/null; for v in base new; do l=$PWD/gpu-bin/liblitetopk.so; [ $v = base ] && l=$PWD/gpu-base/liblitetopk.so; echo "[$v]"; LTK_LIBRARY=$l python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,4096,8192 2>&1 | grep -v -i warn | grep -E "event-timed|ks_score|final|output|check"; done
 # (kcli2: kcli at N = 2M, 4M, 5M (kab covers 1M))
 kcli2: for N in 2097152 4194304 5242880; do for k in 128 1024 4096 8192; do gpu-bin/litetopk bench knn --N $N --B 64 --D 768 --k $k --dtype bf16 --backend cuda --algos fused,materialize,score_only --reps 20 --json "$OUT/bench.jsonl" | grep -E "bench knn|device copy|^  (fused|materialize|score_only) |exactness"; done; done
+# (kcli5: kcli at N = 5M)
+kcli5: for k in 128 1024 4096 8192; do gpu-bin/litetopk bench knn --N 5242880 --B 64 --D 768 --k $k --dtype bf16 --backend cuda --algos fused,materialize,score_only --reps 20 --json "$OUT/bench.jsonl" | grep -E "bench knn|device copy|^  (fused|materialize|score_only) |exactness"; done
