@@ -138,8 +138,9 @@ kf8: for k in 4096 8192; do ncu --clock-control none --kernel-name regex:knn_fin
 # (kcli1: kcli at N = 1M only)
 kcli1: for k in 128 1024 4096 8192; do gpu-bin/litetopk bench knn --N 1048576 --B 64 --D 768 --k $k --dtype bf16 --backend cuda --algos fused,materialize,score_only --reps 20 --json "$OUT/bench.jsonl" | grep -E "bench knn|device copy|^  (fused|materialize|score_only) |exactness"; done
 # (kab: A/B in one process order base / new / base / new of `litetopk bench knn` at B = 64, N = 1M:
-#  gpu-base/ holds the CLI and library of an earlier commit (gpu-pack/base.tar.xz, built here from
-#  that commit); fused and materialize, so each run also checks fused == materialize)
+#  gpu-base/ holds the CLI and library of an earlier commit (gpu-pack/base.tar.xz, from
+#  `scripts/gpu.sh prepare-base <commit>` here); fused and materialize, so each run also checks
+#  fused == materialize. s10-run3..5)
 kab: tar -xJf gpu-pack/base.tar.xz 2>/dev/null; echo "base $(cat gpu-base/commit) new $(cat gpu-bin/commit)"; for k in 128 1024 4096 8192; do for v in base new base new; do b=gpu-bin/litetopk; [ $v = base ] && b=gpu-base/litetopk; echo "[$v k=$k]"; $b bench knn --N 1048576 --B 64 --D 768 --k $k --dtype bf16 --backend cuda --algos fused,materialize --reps 30 | grep -E "^  fused|exactness"; done; done
 kab: tar -xJf gpu-pack/base.tar.xz 2>/dev/null; for v in base new; do l=$PWD/gpu-bin/liblitetopk.so; [ $v = base ] && l=$PWD/gpu-base/liblitetopk.so; echo "[$v]"; LTK_LIBRARY=$l python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,4096,8192 2>&1 | grep -v -i warn | grep -E "event-timed|ks_score|final|output|check"; done
 # (kcli2: kcli at N = 2M, 4M, 5M (kab covers 1M))

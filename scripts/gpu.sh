@@ -4,6 +4,7 @@
 # lines of bench/gpu-cases.sh, a Figure-5(a)-style plot, and a summary table printed last.
 #
 #   scripts/gpu.sh prepare        (here, no GPU needed) build sm_90a binaries, packed in gpu-pack/
+#   scripts/gpu.sh prepare-base C (here) the CLI and library of commit C for the kab A/B case
 #   scripts/gpu.sh [all|tests|bench|quick|debug|cases|profile]   (on the GPU machine) run; results under $OUT
 #   profile: a fused call's stages traced, and Nsight Compute on its sample/select/vote kernels
 #   cases: only the lines of bench/gpu-cases.sh (with CASES="tags")
@@ -47,6 +48,23 @@ if [ "$MODE" = prepare ]; then
   mkdir -p gpu-pack && tar -cJf gpu-pack/gpu-bin.tar.xz gpu-bin
   grep -qx '/gpu-pack/' .git/info/exclude 2>/dev/null || echo '/gpu-pack/' >>.git/info/exclude
   du -sh gpu-bin gpu-pack
+  exit 0
+fi
+
+if [ "$MODE" = prepare-base ]; then
+  # the CLI and library of an earlier commit ($2) for an A/B in one call (bench/gpu-cases.sh kab):
+  # built in a worktree under /tmp, packed as gpu-pack/base.tar.xz (gpu-base/ on the GPU machine)
+  set -e
+  C=$(git rev-parse --short "${2:?usage: scripts/gpu.sh prepare-base <commit>}")
+  W=/tmp/ltk-base-$C
+  [ -d "$W" ] || git worktree add -q "$W" "$C"
+  cmake -S "$W" -B "$W/build-base" -DLTK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$W/build-base" -j "$(nproc)" --target litetopk litetopk_cli 2>&1 | grep -E "error" || true
+  T=$(mktemp -d) && mkdir -p "$T/gpu-base" gpu-pack
+  cp "$W/build-base/tools/litetopk" "$W/build-base/liblitetopk.so" "$T/gpu-base/"
+  strip --strip-unneeded "$T/gpu-base/"* && echo "$C" >"$T/gpu-base/commit"
+  tar -C "$T" -cJf gpu-pack/base.tar.xz gpu-base && rm -rf "$T"
+  du -sh gpu-pack/base.tar.xz
   exit 0
 fi
 
