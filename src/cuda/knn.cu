@@ -527,17 +527,13 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_fb_step_kernel(knn_ctl 
     }
 }
 
-/* The final select with the candidates' keys staged in shared memory (skeys, cnt <= c.stage): the
- * radix passes run over the 32-bit keys there, and only the winners' row indices are read from
- * global memory. Returns false, with nothing written to the output, when more than LTK_SEL_BINS
- * entries share the k-th key (the caller then runs the composite select over global memory).
- * Why: the global-memory passes re-read 8-byte composites from L2 three times, a round trip every
- * LTK_SEL_U entries a thread. Measured (H200, B = 64, N = 1M, s7-run6): 16.4 -> 15.7 us at
- * k = 1024; 83 us either way at k = 8192, where the 8192-entry sort is the cost. */
-static __device__ bool knn_final_staged(const ltk_src_cand_glob &src, int k, int kp, ltk_sel_smem *sm, uint64_t *sb,
-                                        uint32_t *skeys, uint32_t *got) {
-    const int n = (int)src.cnt;
-    /* (LTK_SEL_U loads in flight a thread, as in the radix passes: one L2 round trip each otherwise) */
+/* Copies the n candidate keys of src to shared memory (skeys); mn / mx: the smallest and largest
+ * this thread copied. LTK_SEL_U loads in flight a thread, as in the radix passes (one L2 round trip
+ * each otherwise). */
+static __device__ __forceinline__ void knn_stage_keys(const ltk_src_cand_glob &src, int n, uint32_t *skeys, uint32_t &mn,
+                                                      uint32_t &mx) {
+    mn = 0xffffffffu;
+    mx = 0u;
     for (int i0 = 0; i0 < n; i0 += LTK_SEL_NT * LTK_SEL_U) {
         uint32_t v[LTK_SEL_U];
 #pragma unroll
@@ -548,9 +544,27 @@ static __device__ bool knn_final_staged(const ltk_src_cand_glob &src, int k, int
 #pragma unroll
         for (int u = 0; u < LTK_SEL_U; u++) {
             const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
-            if (i < n) skeys[i] = v[u];
+            if (i < n) {
+                skeys[i] = v[u];
+                mn = min(mn, v[u]);
+                mx = max(mx, v[u]);
+            }
         }
     }
+}
+
+/* The final select with the candidates' keys staged in shared memory (skeys, cnt <= c.stage): the
+ * radix passes run over the 32-bit keys there, and only the winners' row indices are read from
+ * global memory. Returns false, with nothing written to the output, when more than LTK_SEL_BINS
+ * entries share the k-th key (the caller then runs the composite select over global memory).
+ * Why: the global-memory passes re-read 8-byte composites from L2 three times, a round trip every
+ * LTK_SEL_U entries a thread. Measured (H200, B = 64, N = 1M, s7-run6): 16.4 -> 15.7 us at
+ * k = 1024; 83 us either way at k = 8192, where the 8192-entry sort is the cost. */
+static __device__ bool knn_final_staged(const ltk_src_cand_glob &src, int k, int kp, ltk_sel_smem *sm, uint64_t *sb,
+                                        uint32_t *skeys, uint32_t *got) {
+    const int n = (int)src.cnt;
+    uint32_t mn, mx;
+    knn_stage_keys(src, n, skeys, mn, mx);
     __syncthreads();
     knn_src_skeys ks = {skeys, n};
     ltk_radix_select<knn_src_skeys, 1>(ks, (uint32_t)k, 64, 32, sm);
@@ -662,24 +676,8 @@ static __device__ const uint64_t *knn_final_bucket(const ltk_src_cand_glob &src,
         sm->digit = LTK_SEL_BINS; /* (set below: some bucket holds the k-th entry, as k < n) */
     }
     for (int i = threadIdx.x; i < LTK_SEL_BINS; i += LTK_SEL_NT) sm->hist[i] = 0;
-    uint32_t mn = 0xffffffffu, mx = 0u;
-    for (int i0 = 0; i0 < n; i0 += LTK_SEL_NT * LTK_SEL_U) { /* LTK_SEL_U loads in flight a thread */
-        uint32_t v[LTK_SEL_U];
-#pragma unroll
-        for (int u = 0; u < LTK_SEL_U; u++) {
-            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
-            v[u] = i < n ? __ldcg(src.key + i) : 0u;
-        }
-#pragma unroll
-        for (int u = 0; u < LTK_SEL_U; u++) {
-            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
-            if (i < n) {
-                skeys[i] = v[u];
-                mn = min(mn, v[u]);
-                mx = max(mx, v[u]);
-            }
-        }
-    }
+    uint32_t mn, mx;
+    knn_stage_keys(src, n, skeys, mn, mx);
     mn = __reduce_min_sync(LTK_FULL, mn);
     mx = __reduce_max_sync(LTK_FULL, mx);
     __syncthreads(); /* (the initial values above before the atomics) */
