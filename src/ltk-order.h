@@ -59,6 +59,30 @@ LTK_HD float ltk_rank_key_floor(uint32_t key) {
     return ltk_bits_f32(~key);
 }
 
+/* Buckets of keys at or above kmin, finer near kmin, for key ranges of any width (the CUDA kNN final
+ * select, knn_final_bucket): ltk_key_bucket_shift(kmax - kmin) gives sh, then the bucket of key is
+ * d = (key - kmin) >> sh (< 2^15) itself below 256, above it a float of d with 8 mantissa bits
+ * (256 buckets an octave): 0 .. 2047, non-decreasing in key, consecutive buckets one apart
+ * (tests/test-order.c). */
+LTK_HD int ltk_top_bit(uint32_t u) { /* u > 0 */
+#if defined(__CUDA_ARCH__)
+    return 31 - __clz(u);
+#elif defined(__GNUC__)
+    return 31 - __builtin_clz(u);
+#else
+    int e = 0;
+    while (u >> (e + 1)) e++;
+    return e;
+#endif
+}
+LTK_HD int ltk_key_bucket_shift(uint32_t span) { return span >> 15 ? ltk_top_bit(span) - 14 : 0; }
+LTK_HD uint32_t ltk_key_bucket(uint32_t key, uint32_t kmin, int sh) {
+    const uint32_t d = (key - kmin) >> sh;
+    if (d < 256u) return d;
+    const int e = ltk_top_bit(d); /* 8 .. 14 */
+    return ((uint32_t)(e - 7) << 8) | ((d >> (e - 8)) & 255u);
+}
+
 /* 1 if (score a, index ia) ranks strictly before (score b, index ib). */
 LTK_HD int ltk_better(float a, int64_t ia, float b, int64_t ib) {
     uint32_t ka = ltk_rank_key(a), kb = ltk_rank_key(b);

@@ -5,7 +5,8 @@
  *   - the key orders non-NaN floats as the float compare does, -0 == +0, NaN lowest (key 0);
  *   - ltk_rank_key_to_f32 inverts the key on every non-NaN key;
  *   - for every key t > 0: ltk_rank_key(x) >= t  <=>  x >= ltk_rank_key_floor(t), every x;
- *   - the floor is the lowest such float: its key reaches t, and the next float below it does not. */
+ *   - the floor is the lowest such float: its key reaches t, and the next float below it does not;
+ * and the key buckets of the CUDA kNN final select (ltk_key_bucket): monotone, 2048, none skipped. */
 #include "harness.h"
 
 #include "../src/ltk-order.h"
@@ -79,7 +80,36 @@ static void test_key_floor(void) {
     CHECK(checked > 1000000, "only %lld pairs checked", (long long)checked);
 }
 
+/* ltk_key_bucket (the CUDA kNN final select's buckets): on every distance below 2^15 a bucket in
+ * 0 .. 2047, never decreasing, never skipping one, all 2048 used; the shift is the smallest that
+ * brings a span below 2^15; on random ranges, a larger key never lands in a lower bucket. */
+static void test_key_bucket(void) {
+    uint32_t prev = 0;
+    for (uint32_t d = 0; d < 32768u; d++) {
+        const uint32_t b = ltk_key_bucket(d, 0u, 0);
+        test_ctx("d %u bucket %u", d, b);
+        ASSERT_TRUE(b < 2048u);
+        ASSERT_TRUE(d == 0 ? b == 0u : (b == prev || b == prev + 1u));
+        prev = b;
+    }
+    ASSERT_TRUE(prev == 2047u);
+    for (int i = 0; i < 200000; i++) {
+        const uint32_t span = (uint32_t)(rng_u64() >> (rng_u64() % 33)), kmin = (uint32_t)rng_u64() & ~span;
+        const int sh = ltk_key_bucket_shift(span);
+        test_ctx("span %08x kmin %08x sh %d", span, kmin, sh);
+        ASSERT_TRUE((span >> sh) < 32768u && (sh == 0 || (span >> (sh - 1)) >= 32768u));
+        uint32_t a = (uint32_t)(rng_u64() % ((uint64_t)span + 1)), b = (uint32_t)(rng_u64() % ((uint64_t)span + 1));
+        if (a > b) {
+            const uint32_t t = a;
+            a = b;
+            b = t;
+        }
+        const uint32_t ba = ltk_key_bucket(kmin + a, kmin, sh), bb = ltk_key_bucket(kmin + b, kmin, sh);
+        ASSERT_TRUE(ba <= bb && bb < 2048u && ltk_key_bucket(kmin + span, kmin, sh) < 2048u);
+    }
+}
+
 int main(int argc, char **argv) {
-    static const t_test tests[] = {T_ENTRY(test_key_order), T_ENTRY(test_key_floor)};
+    static const t_test tests[] = {T_ENTRY(test_key_order), T_ENTRY(test_key_floor), T_ENTRY(test_key_bucket)};
     return T_RUN_ALL(tests);
 }

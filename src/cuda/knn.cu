@@ -639,20 +639,14 @@ static __device__ __forceinline__ float knn_report(uint32_t key, int metric) {
     return s;
 }
 
-/* Bucket of a candidate key (ascending bucket: descending key) from its distance d above the
- * smallest, in units of 2^sh keys (d < 2^15): d itself below 256, above it a float of d with 8
- * mantissa bits (256 buckets an octave). Why not equal widths: near the threshold the candidates
- * are densest, and a few far above it (a query's own cluster on clustered embeddings) stretched
- * the range until the bulk crowded a few buckets (the CLI's k = 8,192 went back to the radix
- * select, s10-run3); buckets of relative width 2^-8 hold ~n / 700 at most on an exponential tail. */
+/* Bucket of a candidate key (ascending bucket: descending key): ltk_key_bucket of its distance
+ * above the smallest (src/ltk-order.h: d itself below 256, then 256 buckets an octave). Why not
+ * equal widths: near the threshold the candidates are densest, and a few far above it (a query's
+ * own cluster on clustered embeddings) stretched the range until the bulk crowded a few buckets
+ * (the CLI's k = 8,192 went back to the radix select, s10-run3); buckets of relative width 2^-8
+ * hold ~n / 700 at most on an exponential tail. */
 static __device__ __forceinline__ uint32_t knn_bucket(uint32_t key, uint32_t kmin, int sh) {
-    const uint32_t d = (key - kmin) >> sh;
-    uint32_t idx = d;
-    if (d >= 256u) {
-        const int e = 31 - __clz(d); /* 8..14 */
-        idx = ((uint32_t)(e - 7) << 8) | ((d >> (e - 8)) & 255u);
-    }
-    return LTK_SEL_BINS - 1 - idx;
+    return LTK_SEL_BINS - 1 - ltk_key_bucket(key, kmin, sh);
 }
 
 /* The final select and its sort in one: the k best of the n candidates (k < n <= stage), sorted
@@ -687,7 +681,7 @@ static __device__ const uint64_t *knn_final_bucket(const ltk_src_cand_glob &src,
     }
     __syncthreads();
     const uint32_t kmin = sm->kmin, span = sm->kmax - kmin;
-    const int sh = span >> 15 ? 17 - __clz(span) : 0; /* (span >> sh < 2^15) */
+    const int sh = ltk_key_bucket_shift(span); /* (span >> sh < 2^15) */
 #define KNN_BUCKET(key) knn_bucket(key, kmin, sh)
     for (int i = threadIdx.x; i < n; i += LTK_SEL_NT) atomicAdd(&sm->hist[KNN_BUCKET(skeys[i])], 1u);
     __syncthreads();
