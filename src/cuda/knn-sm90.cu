@@ -156,25 +156,20 @@ template <int DT> static __device__ __forceinline__ float ks_sq8(const uint8_t *
  * trip for up to KS_LIST entries, with one atomic per distinct query of each 32 (the paper's
  * per-warp staging lists flushed in batches). */
 
-/* Rounds of 32 entries whose atomics a flush keeps in flight together: a whole list (one L2 round
- * trip a flush) for 64-query items; 4 (two round trips) for 128-query items, whose math threads
- * hold 128 accumulators and would spill the 24 more registers. Why: at k = 8,192 (B = 64, N = 1M)
- * the gated scan ran 420 us against 378 at k = 1,024, DRAM throughput 80% against 90%, the
- * flush's wait on its atomics the largest new stall (ncu, s10-run1). Measured: 414 against
- * 417 us (s10-run3, within run-to-run spread); taking the flushes off the math warps entirely
- * (idle warps, s10-run5) gained nothing either, so the gated scan's extra time at large k is
- * not the flush's wait. */
-template <int QI> struct ks_flush_rounds { enum { R = QI == 64 ? KS_LIST / 32 : 4 }; };
+/* Rounds of 32 entries whose atomics a flush keeps in flight together. A whole list's 8 for 64-query
+ * items (one L2 round trip a flush) measured 414 against 416 us at k = 8,192 (B = 64, N = 1M,
+ * s10-run3: within the spread), and flushing from idle warps instead gained nothing (s10-run5):
+ * the gated scan's extra time at large k is not the flush's wait. */
+#define KS_FLUSH_R 4
 
 /* Moves the warp's fill staged entries to the candidate lists (every lane, warp-uniform fill). */
-template <int R>
 static __device__ __forceinline__ void ks_flush(const knn_params &p, const ks_list *l, int fill, int lane) {
     __syncwarp(); /* the lanes' staging stores are visible to the warp */
-    for (int b0 = 0; b0 < fill; b0 += 32 * R) {
-        /* R rounds of 32: their atomics in flight together, then the writes */
-        uint32_t at[R], peers[R], q[R];
+    for (int b0 = 0; b0 < fill; b0 += 32 * KS_FLUSH_R) {
+        /* KS_FLUSH_R rounds of 32: their atomics in flight together, then the writes */
+        uint32_t at[KS_FLUSH_R], peers[KS_FLUSH_R], q[KS_FLUSH_R];
 #pragma unroll
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < KS_FLUSH_R; r++) {
             const int i = b0 + 32 * r + lane;
             q[r] = i < fill ? (uint32_t)l->q[i] : 0xffffffffu;
             peers[r] = __match_any_sync(LTK_FULL, q[r]);
@@ -182,7 +177,7 @@ static __device__ __forceinline__ void ks_flush(const knn_params &p, const ks_li
             if (q[r] != 0xffffffffu && lane == __ffs(peers[r]) - 1) at[r] = atomicAdd(&p.cnt[q[r]], (uint32_t)__popc(peers[r]));
         }
 #pragma unroll
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < KS_FLUSH_R; r++) {
             const int i = b0 + 32 * r + lane;
             const uint32_t pos = __shfl_sync(LTK_FULL, at[r], __ffs(peers[r]) - 1) + __popc(peers[r] & ((1u << lane) - 1u));
             if (q[r] != 0xffffffffu && (int64_t)pos < p.cap) {
@@ -214,7 +209,7 @@ static __device__ __forceinline__ float ks_entry(const knn_params &p, const floa
     return IP ? v[0] + 0.0f : knn_score(v[0], qn, xn[row], p.metric);
 }
 
-template <bool IP, int R>
+template <bool IP>
 static __device__ __forceinline__ void ks_gate(const knn_params &p, const float (&acc)[64], const float *xn,
                                                const float (&qn_r)[2], const uint32_t (&thr_r)[2], int half, int lane,
                                                int64_t n0, int qa, ks_list *l, int &fill) {
@@ -257,7 +252,7 @@ static __device__ __forceinline__ void ks_gate(const knn_params &p, const float 
     const int tot = __shfl_sync(LTK_FULL, incl, 31);
     if (tot == 0) return;
     if (fill + tot > KS_LIST) {
-        ks_flush<R>(p, l, fill, lane);
+        ks_flush(p, l, fill, lane);
         fill = 0;
     }
     if (tot > KS_LIST) { /* more than a list in one item (a low threshold): straight to global memory */
@@ -438,8 +433,8 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
             const int half = QI == 64 ? wg : s2; /* which 128 rows of the item acc[s2] holds */
             if constexpr (MODE == KNN_GATE) {
                 /* inner product (the common case) without the |x|^2 reads: fewer live registers */
-                if (p.metric == LTK_METRIC_IP) ks_gate<true, ks_flush_rounds<QI>::R>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, fill);
-                else ks_gate<false, ks_flush_rounds<QI>::R>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, fill);
+                if (p.metric == LTK_METRIC_IP) ks_gate<true>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, fill);
+                else ks_gate<false>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, fill);
             } else {
 #pragma unroll
                 for (int j = 0; j < 16; j++)
@@ -452,7 +447,7 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
             }
         }
     }
-    if (MODE == KNN_GATE && fill) ks_flush<ks_flush_rounds<QI>::R>(p, KS_MY_LIST, fill, lane);
+    if (MODE == KNN_GATE && fill) ks_flush(p, KS_MY_LIST, fill, lane);
 #undef KS_MY_LIST
 #endif
 }

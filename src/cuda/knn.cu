@@ -561,10 +561,12 @@ static __device__ __forceinline__ void knn_stage_keys(const ltk_src_cand_glob &s
  * LTK_SEL_U entries a thread. Measured (H200, B = 64, N = 1M, s7-run6): 16.4 -> 15.7 us at
  * k = 1024; 83 us either way at k = 8192, where the 8192-entry sort is the cost. */
 static __device__ bool knn_final_staged(const ltk_src_cand_glob &src, int k, int kp, ltk_sel_smem *sm, uint64_t *sb,
-                                        uint32_t *skeys, uint32_t *got) {
+                                        uint32_t *skeys, bool staged, uint32_t *got) {
     const int n = (int)src.cnt;
-    uint32_t mn, mx;
-    knn_stage_keys(src, n, skeys, mn, mx);
+    if (!staged) { /* (block-uniform; staged: knn_final_bucket left them there) */
+        uint32_t mn, mx;
+        knn_stage_keys(src, n, skeys, mn, mx);
+    }
     __syncthreads();
     knn_src_skeys ks = {skeys, n};
     ltk_radix_select<knn_src_skeys, 1>(ks, (uint32_t)k, 64, 32, sm);
@@ -630,7 +632,6 @@ struct knn_out {
     const int32_t *res_cnt; /* [nch][nq] */
     int64_t *out_idx;
     float *out_scores;
-    uint32_t unsorted;
 };
 
 static __device__ __forceinline__ float knn_report(uint32_t key, int metric) {
@@ -794,14 +795,16 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, E >= 16 ? 1 : 2) knn_final_
             __syncthreads();
             done = true;
         } else if (src.cnt <= c.stage) {
+            bool staged = false;
             if (c.sort_bucket == 2 && 2 * c.k <= c.stage) { /* (block-uniform) */
                 const uint64_t *s = knn_final_bucket(src, (uint32_t)c.k, sm, sb, stage);
                 if (s) {
                     knn_final_store(c, o, qq, s, (uint32_t)c.k);
                     return;
                 }
+                staged = true; /* a crowded bucket: the radix select over the keys it staged */
             }
-            done = knn_final_staged(src, c.k, c.kp, sm, sb, stage, &got);
+            done = knn_final_staged(src, c.k, c.kp, sm, sb, stage, staged, &got);
         }
         if (!done) {
             ltk_radix_select<ltk_src_cand_glob, 1>(src, (uint32_t)c.k, 64, 0, sm);
