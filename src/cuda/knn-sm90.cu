@@ -209,10 +209,13 @@ static __device__ __forceinline__ float ks_entry(const knn_params &p, const floa
     return IP ? v[0] + 0.0f : knn_score(v[0], qn, xn[row], p.metric);
 }
 
+/* The gate of one item's accumulator set into pm[h] (bit 2 j + b: entry (row rb + 8 j + b, query
+ * qa + 8 h) passes; rb = 128 half + 2 (lane % 4)), the launch's row bound and the batch's query
+ * bound applied. */
 template <bool IP>
-static __device__ __forceinline__ void ks_gate(const knn_params &p, const float (&acc)[64], const float *xn,
+static __device__ __forceinline__ void ks_mask(const knn_params &p, const float (&acc)[64], const float *xn,
                                                const float (&qn_r)[2], const uint32_t (&thr_r)[2], int half, int lane,
-                                               int64_t n0, int qa, ks_list *l, int &fill) {
+                                               int64_t n0, int qa, uint32_t (&pm)[2]) {
     const int64_t lim = p.n - n0; /* rows of this item inside the launch */
     const int rb = half * 128 + 2 * (lane & 3);
     /* The gate as one float compare a score: key32(sc) >= thr <=> sc >= ltk_rank_key_floor(thr)
@@ -220,7 +223,7 @@ static __device__ __forceinline__ void ks_gate(const knn_params &p, const float 
      * epilogue ~22 instructions a score, 41% of the math warps' samples at B = 1024 while the tensor
      * pipe idled (ncu, s9-run2); the compare and the mask now take ~2.5. */
     const float thf[2] = {ltk_rank_key_floor(thr_r[0]), ltk_rank_key_floor(thr_r[1])};
-    uint32_t pm[2] = {0u, 0u}; /* bit 2 j + b of pm[h]: entry (row rb + 8 j + b, query qa + 8 h) passes */
+    pm[0] = pm[1] = 0u;
 #pragma unroll
     for (int j = 0; j < 16; j++)
 #pragma unroll
@@ -242,6 +245,31 @@ static __device__ __forceinline__ void ks_gate(const knn_params &p, const float 
 #pragma unroll
     for (int h = 0; h < 2; h++)
         if (qa + 8 * h >= p.nq) pm[h] = 0u;
+}
+
+/* The passing entries of pm (query qq) straight to the candidate list in global memory: when one
+ * item holds more than a staging list (a low threshold). */
+template <bool IP>
+static __device__ __forceinline__ void ks_direct(const knn_params &p, const float (&acc)[64], const float *xn, float qn,
+                                                 int h, uint32_t pm, int rb, int64_t n0, int64_t qq) {
+    uint32_t at = atomicAdd(&p.cnt[qq], (uint32_t)__popc(pm));
+    for (uint32_t mm = pm; mm; mm &= mm - 1, at++) {
+        const int bit = __ffs(mm) - 1, row = rb + 8 * (bit >> 1) + (bit & 1);
+        const float sc = ks_entry<IP>(p, acc, xn, qn, h, bit, row);
+        if ((int64_t)at < p.cap) {
+            p.ckey[qq * p.cap + at] = ltk_key32(__float_as_uint(sc));
+            p.crel[qq * p.cap + at] = (uint32_t)(n0 + row);
+        }
+    }
+}
+
+template <bool IP>
+static __device__ __forceinline__ void ks_gate(const knn_params &p, const float (&acc)[64], const float *xn,
+                                               const float (&qn_r)[2], const uint32_t (&thr_r)[2], int half, int lane,
+                                               int64_t n0, int qa, ks_list *l, int &fill) {
+    const int rb = half * 128 + 2 * (lane & 3);
+    uint32_t pm[2];
+    ks_mask<IP>(p, acc, xn, qn_r, thr_r, half, lane, n0, qa, pm);
     const int nt = __popc(pm[0]) + __popc(pm[1]);
     int incl = nt; /* warp inclusive scan of the passes */
 #pragma unroll
@@ -257,19 +285,8 @@ static __device__ __forceinline__ void ks_gate(const knn_params &p, const float 
     }
     if (tot > KS_LIST) { /* more than a list in one item (a low threshold): straight to global memory */
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            if (!pm[h]) continue;
-            const int64_t qq = qa + 8 * h;
-            uint32_t at = atomicAdd(&p.cnt[qq], (uint32_t)__popc(pm[h]));
-            for (uint32_t mm = pm[h]; mm; mm &= mm - 1, at++) {
-                const int bit = __ffs(mm) - 1, row = rb + 8 * (bit >> 1) + (bit & 1);
-                const float sc = ks_entry<IP>(p, acc, xn, qn_r[h], h, bit, row);
-                if ((int64_t)at < p.cap) {
-                    p.ckey[qq * p.cap + at] = ltk_key32(__float_as_uint(sc));
-                    p.crel[qq * p.cap + at] = (uint32_t)(n0 + row);
-                }
-            }
-        }
+        for (int h = 0; h < 2; h++)
+            if (pm[h]) ks_direct<IP>(p, acc, xn, qn_r[h], h, pm[h], rb, n0, qa + 8 * h);
         return;
     }
     int at = fill + incl - nt;
@@ -283,6 +300,86 @@ static __device__ __forceinline__ void ks_gate(const knn_params &p, const float 
             l->q[at] = (uint16_t)(qa + 8 * h);
         }
     fill += tot;
+}
+
+/* ---- per-query staging (experimental: LTK_CUDA_KNN_SUBLISTS=1; 64-query items, one query block)
+ * A warp's 16 queries (qw .. qw + 15) each get a sub-list of KS_SUB entries in the warp's list
+ * (key / rel [KS_SUB lq + i]); when one would overflow, the warp flushes all 16: one atomic a
+ * query and contiguous runs of up to KS_SUB entries, instead of one atomic per distinct query of
+ * each 32 entries and two scattered 4-byte stores an entry. Why try it: at k = 8,192 (B = 64,
+ * N = 1M) the gated scan ran ~38 us longer than at k = 1,024 with DRAM throughput 80% against
+ * 90%, L2 already at 95% at k = 1,024, and the producer and the math warps both waiting longer
+ * (ncu, s10-run1/2), while taking the flush's wait off the math warps gained nothing (s10-run5):
+ * the candidate writes' L2 transactions are the suspect. Written in session 10, not yet run. */
+#define KS_SUB (KS_LIST / 16)
+static __device__ __forceinline__ void ks_flush_sub(const knn_params &p, ks_list *l, int qw, int lane,
+                                                    const uint32_t (&sf)[2]) {
+    uint32_t *fills = (uint32_t *)l->q; /* 16 counts in the q array, unused by this path */
+    if ((lane & 3) == 0) {
+        fills[lane >> 2] = sf[0];
+        fills[(lane >> 2) + 8] = sf[1];
+    }
+    __syncwarp(); /* the counts and the lanes' staging stores */
+    uint32_t f = 0, base = 0;
+    if (lane < 16) {
+        f = fills[lane];
+        if (f) base = atomicAdd(&p.cnt[qw + lane], f);
+    }
+#pragma unroll
+    for (int idx0 = 0; idx0 < 16 * KS_SUB; idx0 += 32) { /* a half-warp a sub-list */
+        const int idx = idx0 + lane, sub = idx / KS_SUB, i = idx % KS_SUB;
+        const uint32_t fs = __shfl_sync(LTK_FULL, f, sub), bs = __shfl_sync(LTK_FULL, base, sub);
+        const int64_t pos = (int64_t)bs + i;
+        if (i < (int)fs && pos < p.cap) {
+            const int64_t g = (int64_t)(qw + sub) * p.cap + pos;
+            p.ckey[g] = l->key[idx];
+            p.crel[g] = l->rel[idx];
+        }
+    }
+    __syncwarp(); /* the lists are read before they are refilled */
+}
+
+/* ks_gate with per-query sub-lists; sf[h]: the fill of this lane's sub-list (lane / 4) + 8 h (the
+ * same in the lane's quad). */
+template <bool IP>
+static __device__ __forceinline__ void ks_gate_sub(const knn_params &p, const float (&acc)[64], const float *xn,
+                                                   const float (&qn_r)[2], const uint32_t (&thr_r)[2], int half,
+                                                   int lane, int64_t n0, int qa, ks_list *l, uint32_t (&sf)[2]) {
+    const int rb = half * 128 + 2 * (lane & 3), qw = qa - (lane >> 2), ql = lane & 3;
+    uint32_t pm[2];
+    ks_mask<IP>(p, acc, xn, qn_r, thr_r, half, lane, n0, qa, pm);
+    uint32_t off[2], tq[2]; /* this lane's offset in its quad's passes of query h, the quad's total */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const uint32_t c = __popc(pm[h]);
+        uint32_t x = c, y = __shfl_up_sync(LTK_FULL, x, 1, 4);
+        if (ql >= 1) x += y;
+        y = __shfl_up_sync(LTK_FULL, x, 2, 4);
+        if (ql >= 2) x += y;
+        tq[h] = __shfl_sync(LTK_FULL, x, 3, 4);
+        off[h] = x - c;
+    }
+    if (!__any_sync(LTK_FULL, tq[0] | tq[1])) return;
+    if (__any_sync(LTK_FULL, sf[0] + tq[0] > KS_SUB || sf[1] + tq[1] > KS_SUB)) {
+        ks_flush_sub(p, l, qw, lane, sf);
+        sf[0] = sf[1] = 0u;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        if (tq[h] > KS_SUB) { /* (quad-uniform) more than a sub-list in one item: straight to global memory */
+            if (pm[h]) ks_direct<IP>(p, acc, xn, qn_r[h], h, pm[h], rb, n0, qa + 8 * h);
+            continue;
+        }
+        const int lq = (lane >> 2) + 8 * h;
+        uint32_t at = sf[h] + off[h];
+        for (uint32_t mm = pm[h]; mm; mm &= mm - 1, at++) {
+            const int bit = __ffs(mm) - 1, row = rb + 8 * (bit >> 1) + (bit & 1);
+            const float sc = ks_entry<IP>(p, acc, xn, qn_r[h], h, bit, row);
+            l->key[lq * KS_SUB + at] = ltk_key32(__float_as_uint(sc));
+            l->rel[lq * KS_SUB + at] = (uint32_t)(n0 + row);
+        }
+        sf[h] += tq[h];
+    }
 }
 
 template <int DT, int MODE, int QI>
@@ -351,6 +448,8 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
      * math threads hold 128 accumulators) and its fill (warp-uniform) */
 #define KS_MY_LIST ((ks_list *)((uint8_t *)m + sizeof(ks_misc<QI>)) + (mt >> 5))
     int fill = 0;
+    uint32_t sf[2] = {0u, 0u}; /* (per-query staging) */
+    const bool subl = MODE == KNN_GATE && QI == 64 && p.sub && qblocks == 1;
     float acc[NACC][64];
 #pragma unroll
     for (int s2 = 0; s2 < NACC; s2++)
@@ -433,7 +532,10 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
             const int half = QI == 64 ? wg : s2; /* which 128 rows of the item acc[s2] holds */
             if constexpr (MODE == KNN_GATE) {
                 /* inner product (the common case) without the |x|^2 reads: fewer live registers */
-                if (p.metric == LTK_METRIC_IP) ks_gate<true>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, fill);
+                if (subl) {
+                    if (p.metric == LTK_METRIC_IP) ks_gate_sub<true>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, sf);
+                    else ks_gate_sub<false>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, sf);
+                } else if (p.metric == LTK_METRIC_IP) ks_gate<true>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, fill);
                 else ks_gate<false>(p, acc[s2], xn, qn_r, thr_r, half, lane, n0, q0 + qa, KS_MY_LIST, fill);
             } else {
 #pragma unroll
@@ -447,7 +549,9 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
             }
         }
     }
-    if (MODE == KNN_GATE && fill) ks_flush(p, KS_MY_LIST, fill, lane);
+    if (subl) {
+        if (__any_sync(LTK_FULL, sf[0] | sf[1])) ks_flush_sub(p, KS_MY_LIST, qa - (lane >> 2), lane, sf); /* (q0 = 0) */
+    } else if (MODE == KNN_GATE && fill) ks_flush(p, KS_MY_LIST, fill, lane);
 #undef KS_MY_LIST
 #endif
 }

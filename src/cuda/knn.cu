@@ -1022,6 +1022,13 @@ static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st
     return LTK_OK;
 }
 
+/* The GATE's per-query staging lists (knn-sm90.cu ks_gate_sub): experimental, off unless
+ * LTK_CUDA_KNN_SUBLISTS=1 (written in session 10, not yet run on a GPU). Read at every call. */
+static int knn_sublists(void) {
+    const char *e = getenv("LTK_CUDA_KNN_SUBLISTS");
+    return e && !strcmp(e, "1");
+}
+
 /* The final select: by default select and sort from one bucket histogram (knn_final_bucket, where
  * no bucket is crowded); LTK_CUDA_KNN_SORT=bucket the radix select, then ltk_sort_bucket for
  * k > 2048 (falling back to the bitonic network on a crowded bucket), =bitonic the radix select
@@ -1301,6 +1308,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
                       ((a->base_stride * esz) % 16 == 0);
             p.vec = vec;
             p.sm90 = sm90;
+            p.sub = knn_sublists();
             uint64_t *res = (uint64_t *)(ws + pl->o_res) + (size_t)ch * nq * pl->kp;
             int32_t *res_cnt = (int32_t *)(ws + pl->o_rescnt) + (size_t)ch * nq;
             if (nr <= 0) { /* N == 0 */
