@@ -147,8 +147,8 @@ kab: tar -xJf gpu-pack/base.tar.xz 2>/dev/null; for v in base new; do l=$PWD/gpu
 kcli2: for N in 2097152 4194304 5242880; do for k in 128 1024 4096 8192; do gpu-bin/litetopk bench knn --N $N --B 64 --D 768 --k $k --dtype bf16 --backend cuda --algos fused,materialize,score_only --reps 20 --json "$OUT/bench.jsonl" | grep -E "bench knn|device copy|^  (fused|materialize|score_only) |exactness"; done; done
 # (kcli5: kcli at N = 5M)
 kcli5: for k in 128 1024 4096 8192; do gpu-bin/litetopk bench knn --N 5242880 --B 64 --D 768 --k $k --dtype bf16 --backend cuda --algos fused,materialize,score_only --reps 20 --json "$OUT/bench.jsonl" | grep -E "bench knn|device copy|^  (fused|materialize|score_only) |exactness"; done
-# (ksub, branch exp/gate-sublists: the GATE's per-query staging lists (LTK_CUDA_KNN_SUBLISTS=1),
-#  written in session 10 and not yet run: tests and racecheck under it, then an A/B in one process)
-ksub: LTK_CUDA_KNN_SUBLISTS=1 gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_KNN_SUBLISTS=1 LTK_CUDA_KNN_GRAPH=1 gpu-bin/test-cuda-knn | tail -1; for t in memcheck racecheck; do LTK_CUDA_KNN_SUBLISTS=1 compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done
+# (ksub: the GATE's per-query staging lists, default since s11-run1; the shared-list path
+#  (LTK_CUDA_KNN_SUBLISTS=0) under the tests and sanitizers, then an A/B in one process)
+ksub: LTK_CUDA_KNN_SUBLISTS=0 gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_KNN_GRAPH=1 gpu-bin/test-cuda-knn | tail -1; for t in memcheck racecheck; do LTK_CUDA_KNN_SUBLISTS=0 compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done
 ksub: for k in 1024 4096 8192; do for v in 0 1 0 1; do echo "[SUBLISTS=$v k=$k]"; LTK_CUDA_KNN_SUBLISTS=$v gpu-bin/litetopk bench knn --N 1048576 --B 64 --D 768 --k $k --dtype bf16 --backend cuda --algos fused,materialize --reps 30 | grep -E "^  fused|exactness"; done; done
 ksub: for v in 0 1; do echo "[SUBLISTS=$v]"; LTK_CUDA_KNN_SUBLISTS=$v python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192 2>&1 | grep -E "event-timed|ks_score_kernel<2, 1"; done

@@ -302,15 +302,14 @@ static __device__ __forceinline__ void ks_gate(const knn_params &p, const float 
     fill += tot;
 }
 
-/* ---- per-query staging (experimental: LTK_CUDA_KNN_SUBLISTS=1; 64-query items, one query block)
+/* ---- per-query staging (64-query items, one query block; LTK_CUDA_KNN_SUBLISTS=0 turns it off)
  * A warp's 16 queries (qw .. qw + 15) each get a sub-list of KS_SUB entries in the warp's list
  * (key / rel [KS_SUB lq + i]); when one would overflow, the warp flushes all 16: one atomic a
  * query and contiguous runs of up to KS_SUB entries, instead of one atomic per distinct query of
- * each 32 entries and two scattered 4-byte stores an entry. Why try it: at k = 8,192 (B = 64,
- * N = 1M) the gated scan ran ~38 us longer than at k = 1,024 with DRAM throughput 80% against
- * 90%, L2 already at 95% at k = 1,024, and the producer and the math warps both waiting longer
- * (ncu, s10-run1/2), while taking the flush's wait off the math warps gained nothing (s10-run5):
- * the candidate writes' L2 transactions are the suspect. Written in session 10, not yet run. */
+ * each 32 entries and two scattered 4-byte stores an entry. Why: at k = 8,192 (B = 64, N = 1M)
+ * the gated scan ran ~38 us longer than at k = 1,024 with DRAM throughput 80% against 90% and L2
+ * already at 95% (ncu, s10-run1/2); the scattered candidate writes' L2 transactions were the cost.
+ * Measured in one process (s11-run1): 422 -> 385-391 us at k = 8192, 378 -> 375 at k = 1024. */
 #define KS_SUB (KS_LIST / 16)
 static __device__ __forceinline__ void ks_flush_sub(const knn_params &p, ks_list *l, int qw, int lane,
                                                     const uint32_t (&sf)[2]) {

@@ -1022,11 +1022,13 @@ static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st
     return LTK_OK;
 }
 
-/* The GATE's per-query staging lists (knn-sm90.cu ks_gate_sub): experimental, off unless
- * LTK_CUDA_KNN_SUBLISTS=1 (written in session 10, not yet run on a GPU). Read at every call. */
+/* The GATE's per-query staging lists (knn-sm90.cu ks_gate_sub), on by default for 64-query items
+ * with one query block; LTK_CUDA_KNN_SUBLISTS=0 keeps the shared list (A/B). H200, B = 64, N = 1M
+ * (s11-run1, same process): the gated scan 422 -> 385-391 us at k = 8192, 378 -> 375 at k = 1024;
+ * the CLI's fused call 1.29-1.30x -> 1.22-1.23x one corpus read at k = 8192. Read at every call. */
 static int knn_sublists(void) {
     const char *e = getenv("LTK_CUDA_KNN_SUBLISTS");
-    return e && !strcmp(e, "1");
+    return !(e && !strcmp(e, "0"));
 }
 
 /* The final select: by default select and sort from one bucket histogram (knn_final_bucket, where
