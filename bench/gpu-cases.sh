@@ -56,6 +56,10 @@ knnq: gpu-bin/test-cuda-knn | tail -2; python3 bench/gpu_knn_torch.py --quick --
 #  of the fallback flag with always launching the fallback passes; the read is gone since.)
 ktl: python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192
 ktl: python3 bench/knn_timeline.py --B 64 --N 2097152 --k 128,8192
+# (khost: a call's host side: enqueue time through the helper and the bare entry point, timed alone
+#  against back to back, then the runtime calls next to the kernels)
+khost: python3 bench/knn_host.py --B 64 --N 1048576 --k 128,1024,8192
+khost: python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024 --host 2>&1 | grep -v -i warn
 # (p16k: the V3.2 L = 1M prefill in chunks of 16,384 queries.)
 p16k: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --chunk 16384 --algos fused --json "$OUT/bench.jsonl"
 # (kqi: the batch sweep at N = 5M, k = 1024 with 64- and 128-query items of the sm_90a loop, same

@@ -20,6 +20,7 @@ ap.add_argument("--N", type=int, default=1 << 20)
 ap.add_argument("--D", type=int, default=768)
 ap.add_argument("--k", default="1024")
 ap.add_argument("--algo", default="fused")
+ap.add_argument("--host", action="store_true", help="also the CUDA runtime calls of the last call on the host side")
 a = ap.parse_args()
 torch.manual_seed(0)
 x = torch.randn(a.N, a.D, device="cuda", dtype=torch.bfloat16)
@@ -31,11 +32,13 @@ for k in [int(v) for v in a.k.split(",")]:
     call = lambda: lib.knn(q, x, k, oi, osc, algo=a.algo)  # noqa: E731
     ms = time_ms(call, reps=10)
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    acts = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if a.host else [])
+    with profile(activities=acts) as prof:
         for _ in range(3):
             call()
             torch.cuda.synchronize()
-    ev = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    allev = list(prof.events())
+    ev = [e for e in allev if e.device_type == torch.autograd.DeviceType.CUDA]
     ev.sort(key=lambda e: e.time_range.start)
     # the last call: kernels after the last gap longer than 1 ms (the host sync between calls)
     last = 0
@@ -54,3 +57,10 @@ for k in [int(v) for v in a.k.split(",")]:
         gap = e.time_range.start - prev
         prev = max(prev, e.time_range.end)
         print(f"  +{s:8.1f} us  gap {gap:6.1f}  {d:8.1f} us  {e.name[:90]}")
+    if a.host:  # the runtime calls from the last call's first kernel launch on (same clock as the GPU's)
+        hv = [e for e in allev if e.device_type == torch.autograd.DeviceType.CPU and e.name.startswith("cu")]
+        hv.sort(key=lambda e: e.time_range.start)
+        hv = [e for e in hv if e.time_range.start >= t0 - 200 and e.time_range.start <= ev[-1].time_range.end]
+        print(f"  host: {len(hv)} runtime calls")
+        for e in hv:
+            print(f"  host +{e.time_range.start - t0:8.1f} us  {e.time_range.end - e.time_range.start:7.1f} us  {e.name[:60]}")
