@@ -63,6 +63,7 @@ class Lib:
                 getattr(self.lib, fn).restype = C.c_int
         self.lib.ltk_last_error.restype = C.c_char_p
         self._ws = {}
+        self._fast = {}  # knn: arguments of earlier calls, by tensors and parameters
 
     def _exec(self, algo=0, stats=None):
         e = Exec()
@@ -103,12 +104,33 @@ class Lib:
                           a, self._exec(0, stats), "select")
 
     def knn(self, q, x, k, out_idx, out_scores=None, metric="ip", algo="fused", flags=0, stats=None):
+        # Repeated calls on the same tensors replay the arguments built the first time (the workspace
+        # is already sized): the timed loop then measures the library's call and ~2 us of ctypes, not
+        # ~20 us of building ctypes structures and querying the workspace size again in Python
+        # (bench/knn_host.py, s11-run2: 0.478 -> 0.456 ms a call at B = 64, N = 1M).
+        key = (q.data_ptr(), tuple(q.shape), tuple(q.stride()), q.dtype, x.data_ptr(), tuple(x.shape),
+               tuple(x.stride()), k, out_idx.data_ptr(), out_scores.data_ptr() if out_scores is not None else 0,
+               metric, algo, flags, torch.cuda.current_stream().cuda_stream)
+        hit = self._fast.get(key) if stats is None else None
+        if hit is not None:
+            st = hit[0](hit[1], hit[2])
+            if st:
+                raise RuntimeError("knn_%s: %d %s" % (algo, st, self.lib.ltk_last_error()))
+            return hit[3]
         B, D = q.shape
         N = x.shape[0]
         a = KnnArgs(B, N, D, k, DT[q.dtype], METRIC[metric], q.data_ptr(), q.stride(0), x.data_ptr(), x.stride(0),
                     out_idx.data_ptr(), out_scores.data_ptr() if out_scores is not None else None, k, flags)
-        return self._call("ltk_knn_topk", "ltk_knn_workspace_size", "ltk_cuda_knn", "ltk_cuda_knn_workspace", a,
-                          self._exec(ALGO[algo], stats), "knn_" + algo)
+        e = self._exec(ALGO[algo], stats)
+        nbytes = self._call("ltk_knn_topk", "ltk_knn_workspace_size", "ltk_cuda_knn", "ltk_cuda_knn_workspace", a, e,
+                            "knn_" + algo)
+        if stats is None and self.full:  # (e now carries the workspace: a tag's tensor only grows, never moves
+            # while it is large enough, and a larger one replaces it; so keep the tensor alive with the entry)
+            if len(self._fast) >= 8:  # (each entry holds its workspace: keep a few)
+                self._fast.pop(next(iter(self._fast)))
+            self._fast[key] = (self.lib.ltk_knn_topk, C.byref(a), C.byref(e), nbytes, a, e,
+                               self._ws["knn_" + algo])
+        return nbytes
 
 
 def time_ms(fn, reps=10, warmup=2):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where a kNN call's time goes on the host: how long one call takes to enqueue its work, through
-the benchmark's ctypes helper and through the bare C entry point with its arguments built once,
+the benchmark's ctypes helper (its arguments built anew or replayed) and through the bare C entry point with its arguments built once,
 and what that adds to a call timed alone (events around one call, then a sync: how the tables time)
 against calls issued back to back (the GPU never waits for the host).
     python3 bench/knn_host.py --B 64 --N 1048576 --k 1024,8192
@@ -61,7 +61,8 @@ def back_to_back_ms(fn, n=20):
 for k in [int(v) for v in a.k.split(",")]:
     oi = torch.empty(a.B, k, dtype=torch.int64, device="cuda")
     osc = torch.empty(a.B, k, dtype=torch.float32, device="cuda")
-    helper = lambda: lib.knn(q, x, k, oi, osc, algo="fused")  # noqa: E731
+    helper = lambda: lib.knn(q, x, k, oi, osc, algo="fused")  # noqa: E731 (replays cached arguments)
+    uncached = lambda: (lib._fast.clear(), helper())  # noqa: E731 (builds them every call)
     helper()
     # the bare entry point: arguments, execution record and workspace built once
     args = KnnArgs(a.B, a.N, a.D, k, DT[q.dtype], METRIC["ip"], q.data_ptr(), q.stride(0), x.data_ptr(), x.stride(0),
@@ -73,8 +74,10 @@ for k in [int(v) for v in a.k.split(",")]:
     bare = lambda: fn_c(pa, pe)  # noqa: E731
     assert bare() == 0
     r = dict(k=k)
+    r["enqueue_us_uncached"] = enqueue_us(uncached, a.reps)
     r["enqueue_us_helper"] = enqueue_us(helper, a.reps)
     r["enqueue_us_bare"] = enqueue_us(bare, a.reps)
+    r["alone_ms_uncached"] = time_ms(uncached, reps=a.reps)
     r["alone_ms_helper"] = time_ms(helper, reps=a.reps)
     r["alone_ms_bare"] = time_ms(bare, reps=a.reps)
     r["back_to_back_ms_helper"] = median([back_to_back_ms(helper) for _ in range(3)])

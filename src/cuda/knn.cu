@@ -1291,9 +1291,18 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
         o.out_scores = a->out_scores ? a->out_scores + b0 * a->out_stride : NULL;
         knn_out fo = o; /* what the final kernel writes: the output (direct) or res */
         if (!direct) fo.out_idx = NULL;
-        knn_qnorm_kernel<DT><<<(nq + 7) / 8, 256, 0, st>>>(qptr, a->q_stride, a->D, nq, qn,
-                                                           (int32_t *)(ws + pl->o_stfb), (int32_t *)(ws + pl->o_stc));
-        LTK_SEL_TRY(cudaGetLastError());
+        /* |q|^2 and the statistics' reset: before anything that reads them. For inner product the
+         * first chunk's sample scan reads neither and goes first: the GPU starts the call's first
+         * long kernel one launch earlier (the host is on the critical path until the GATE scan). */
+        int qn_done = 0;
+#define KNN_QNORM()                                                                                               \
+    if (!qn_done) {                                                                                                \
+        knn_qnorm_kernel<DT><<<(nq + 7) / 8, 256, 0, st>>>(qptr, a->q_stride, a->D, nq, qn,                       \
+                                                           (int32_t *)(ws + pl->o_stfb), (int32_t *)(ws + pl->o_stc)); \
+        LTK_SEL_TRY(cudaGetLastError());                                                                           \
+        qn_done = 1;                                                                                               \
+    }
+        if (a->metric != LTK_METRIC_IP || mat || score_only) KNN_QNORM();
         for (int ch = 0; ch < pl->nch; ch++) {
             int64_t r0 = (int64_t)ch * pl->chunk, nr = a->N - r0 < pl->chunk ? a->N - r0 : pl->chunk;
             knn_params p;
@@ -1390,6 +1399,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
                 ps.ld = c.m;
                 LTK_FORWARD_IF((knn_score_launch<DT, KNN_STORE>(ps, sms, st)));
             }
+            KNN_QNORM();
             knn_threshold_kernel<<<nq, LTK_SEL_NT, c.thr_smem ? (size_t)c.m * 4 : 0, st>>>(c);
             LTK_SEL_TRY(cudaGetLastError());
             if (score_only) LTK_SEL_TRY(cudaMemsetAsync(c.thr, 0xff, (size_t)nq * 4, st)); /* nothing passes */
@@ -1421,6 +1431,8 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
 #undef KNN_FINAL
             LTK_SEL_TRY(cudaGetLastError());
         }
+        KNN_QNORM(); /* (N = 0: no chunk ran one) */
+#undef KNN_QNORM
         if (score_only) continue;
         if (!direct) {
 #define KNN_OUTPUT(E) knn_output_kernel<E><<<nq, LTK_SEL_NT, fin_smem, st>>>(o)
