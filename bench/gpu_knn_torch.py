@@ -3,7 +3,9 @@
 
 B=64, D=768 bf16, N in {1M, 2M, 4M, 5M}, k in {128, 1024, 4096, 8192}; then a B sweep at N=5M,
 k=1024 with the bf16 GEMM rate measured in the same run. JSON lines (op "knn"), each with copy_GBps
-(device-to-device copy bandwidth of this run) and floor_ms = corpus bytes / copy bandwidth.
+(device-to-device copy bandwidth of this run) and floor_ms = corpus bytes / copy bandwidth. Library
+calls are timed through Lib.knn_prepared (arguments built once, then the C entry point), as a C or
+C++ caller makes them; each is timed alone (events around one call, then a sync), like the CLI.
   python3 bench/gpu_knn_torch.py --json bench/results/h200/knn.jsonl [--quick] [--plot FILE.png]
 """
 import argparse
@@ -89,7 +91,7 @@ def main():
                 del ref
                 for algo in ("fused", "materialize", "score_only"):
                     ws = lib.knn(q, x, k, oi, osc, algo=algo)
-                    ms = time_ms(lambda: lib.knn(q, x, k, oi, osc, algo=algo), reps=10)
+                    ms = time_ms(lib.knn_prepared(q, x, k, oi, osc, algo=algo), reps=10)
                     r = dict(algo=algo, B=B, N=N, k=k, median_ms=ms, aux_bytes=ws, fused_eq_materialize=same,
                              kth_abs_err_vs_fp32=err)
                     if algo == "fused":
@@ -127,7 +129,7 @@ def main():
                         first = (oi.clone(), osc.clone())
                     else:
                         same = bool(torch.equal(first[0], oi)) and bool(torch.equal(first[1], osc))
-                ms = time_ms(lambda: lib.knn(qq, x, k, oi, osc, algo="fused"), reps=3 if Bs >= 1024 else 10, warmup=1)
+                ms = time_ms(lib.knn_prepared(qq, x, k, oi, osc, algo="fused"), reps=3 if Bs >= 1024 else 10, warmup=1)
                 r = dict(algo="fused", B=Bs, N=N, k=k, median_ms=ms, aux_bytes=ws, sweep="B",
                          ms_per_query=ms / Bs, TFLOPs=2 * Bs * N * D / (ms * 1e9))
                 if qi is not None:

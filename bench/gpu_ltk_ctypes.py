@@ -63,7 +63,6 @@ class Lib:
                 getattr(self.lib, fn).restype = C.c_int
         self.lib.ltk_last_error.restype = C.c_char_p
         self._ws = {}
-        self._fast = {}  # knn: arguments of earlier calls, by tensors and parameters
 
     def _exec(self, algo=0, stats=None):
         e = Exec()
@@ -104,33 +103,36 @@ class Lib:
                           a, self._exec(0, stats), "select")
 
     def knn(self, q, x, k, out_idx, out_scores=None, metric="ip", algo="fused", flags=0, stats=None):
-        # Repeated calls on the same tensors replay the arguments built the first time (the workspace
-        # is already sized): the timed loop then measures the library's call and ~2 us of ctypes, not
-        # ~20 us of building ctypes structures and querying the workspace size again in Python
-        # (bench/knn_host.py, s11-run2: 0.478 -> 0.456 ms a call at B = 64, N = 1M).
-        key = (q.data_ptr(), tuple(q.shape), tuple(q.stride()), q.dtype, x.data_ptr(), tuple(x.shape),
-               tuple(x.stride()), k, out_idx.data_ptr(), out_scores.data_ptr() if out_scores is not None else 0,
-               metric, algo, flags, torch.cuda.current_stream().cuda_stream)
-        hit = self._fast.get(key) if stats is None else None
-        if hit is not None:
-            st = hit[0](hit[1], hit[2])
-            if st:
-                raise RuntimeError("knn_%s: %d %s" % (algo, st, self.lib.ltk_last_error()))
-            return hit[3]
         B, D = q.shape
         N = x.shape[0]
         a = KnnArgs(B, N, D, k, DT[q.dtype], METRIC[metric], q.data_ptr(), q.stride(0), x.data_ptr(), x.stride(0),
                     out_idx.data_ptr(), out_scores.data_ptr() if out_scores is not None else None, k, flags)
-        e = self._exec(ALGO[algo], stats)
-        nbytes = self._call("ltk_knn_topk", "ltk_knn_workspace_size", "ltk_cuda_knn", "ltk_cuda_knn_workspace", a, e,
-                            "knn_" + algo)
-        if stats is None and self.full:  # (e now carries the workspace: a tag's tensor only grows, never moves
-            # while it is large enough, and a larger one replaces it; so keep the tensor alive with the entry)
-            if len(self._fast) >= 8:  # (each entry holds its workspace: keep a few)
-                self._fast.pop(next(iter(self._fast)))
-            self._fast[key] = (self.lib.ltk_knn_topk, C.byref(a), C.byref(e), nbytes, a, e,
-                               self._ws["knn_" + algo])
-        return nbytes
+        return self._call("ltk_knn_topk", "ltk_knn_workspace_size", "ltk_cuda_knn", "ltk_cuda_knn_workspace", a,
+                          self._exec(ALGO[algo], stats), "knn_" + algo)
+
+    def knn_prepared(self, q, x, k, out_idx, out_scores=None, metric="ip", algo="fused", flags=0):
+        """One checked call, then a function that repeats it through the C entry point with the same
+        arguments, execution record and workspace (what a C or C++ caller does): timed loops measure
+        the library's call, not ~20 us of building ctypes structures in Python (bench/knn_host.py,
+        s11-run3: 0.500 ms a call that way against 0.459 bare at B = 64, N = 1M, k = 1024)."""
+        B, D = q.shape
+        a = KnnArgs(B, x.shape[0], D, k, DT[q.dtype], METRIC[metric], q.data_ptr(), q.stride(0), x.data_ptr(),
+                    x.stride(0), out_idx.data_ptr(), out_scores.data_ptr() if out_scores is not None else None, k,
+                    flags)
+        e = self._exec(ALGO[algo])
+        self._call("ltk_knn_topk", "ltk_knn_workspace_size", "ltk_cuda_knn", "ltk_cuda_knn_workspace", a, e,
+                   "knn_" + algo)
+        if not self.full:
+            return lambda: self.knn(q, x, k, out_idx, out_scores, metric, algo, flags)
+        ws = self._ws["knn_" + algo]  # (held by the closure: a later, larger call of the tag replaces it)
+        fn, pa, pe = self.lib.ltk_knn_topk, C.byref(a), C.byref(e)
+
+        def call():
+            st = fn(pa, pe)
+            if st:
+                raise RuntimeError("knn_%s: %d %s (workspace %d bytes)" % (algo, st, self.lib.ltk_last_error(),
+                                                                           ws.numel()))
+        return call
 
 
 def time_ms(fn, reps=10, warmup=2):
