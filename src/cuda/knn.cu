@@ -1078,6 +1078,32 @@ static int knn_thr_smem(int dev) {
  * the first launch). Raised under a lock and never lowered, so that no call can shrink the limit
  * under another's launch; one record for all dtypes (a per-template copy of it let an fp32 call
  * lower the limit that a bf16 call's record still counted on). */
+#define KNN_FIN_KERNELS                                                                                        \
+    {(const void *)knn_final_kernel<1>,   (const void *)knn_final_kernel<2>,  (const void *)knn_final_kernel<4>,  \
+     (const void *)knn_final_kernel<8>,   (const void *)knn_final_kernel<16>, (const void *)knn_final_kernel<32>, \
+     (const void *)knn_output_kernel<1>,  (const void *)knn_output_kernel<2>, (const void *)knn_output_kernel<4>, \
+     (const void *)knn_output_kernel<8>,  (const void *)knn_output_kernel<16>, (const void *)knn_output_kernel<32>}
+
+/* The largest static shared memory of those kernels (fixed by the build: read once). */
+static int64_t knn_fin_static_smem(void) {
+    static int64_t v = -1;
+    if (__atomic_load_n(&v, __ATOMIC_ACQUIRE) < 0) {
+        const void *fns[] = KNN_FIN_KERNELS;
+        int64_t mx = 0;
+        for (int i = 0; i < 12; i++) {
+            cudaFuncAttributes fa;
+            if (cudaFuncGetAttributes(&fa, fns[i]) != cudaSuccess) {
+                (void)cudaGetLastError();
+                mx = 1024; /* (then the attribute set below reports the error) */
+                break;
+            }
+            if ((int64_t)fa.sharedSizeBytes > mx) mx = (int64_t)fa.sharedSizeBytes;
+        }
+        __atomic_store_n(&v, mx, __ATOMIC_RELEASE);
+    }
+    return v;
+}
+
 static ltk_status knn_fin_smem_reserve(size_t fin_smem, int dev) {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static size_t set_for[64];
@@ -1086,12 +1112,7 @@ static ltk_status knn_fin_smem_reserve(size_t fin_smem, int dev) {
     pthread_mutex_lock(&lock);
     cudaError_t ce = cudaSuccess;
     if (!known || fin_smem > set_for[dev]) {
-        const void *fns[] = {(const void *)knn_final_kernel<1>,   (const void *)knn_final_kernel<2>,
-                             (const void *)knn_final_kernel<4>,   (const void *)knn_final_kernel<8>,
-                             (const void *)knn_final_kernel<16>,  (const void *)knn_final_kernel<32>,
-                             (const void *)knn_output_kernel<1>,  (const void *)knn_output_kernel<2>,
-                             (const void *)knn_output_kernel<4>,  (const void *)knn_output_kernel<8>,
-                             (const void *)knn_output_kernel<16>, (const void *)knn_output_kernel<32>};
+        const void *fns[] = KNN_FIN_KERNELS;
         for (int i = 0; i < 12 && ce == cudaSuccess; i++)
             ce = cudaFuncSetAttribute(fns[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem);
         if (ce == cudaSuccess && known) __atomic_store_n(&set_for[dev], fin_smem, __ATOMIC_RELEASE);
@@ -1265,8 +1286,13 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
     const size_t fin_base = fin_smem + (size_t)LTK_BUCKET_MAX * 8;
     int smem_optin = 0;
     LTK_SEL_TRY(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    /* what the final and output kernels may take dynamically: the opt-in limit less their static
+     * shared memory (the output kernel's chunk counts). Without it, k = 8,193..~11,000 on a sampled
+     * corpus (staging clamped to the limit) failed the attribute set with "invalid argument" (the
+     * MiniLM set at k = 10,000, s11-run4). */
+    const int64_t fin_limit = (int64_t)smem_optin - knn_fin_static_smem();
     int64_t stage = pl->stage;
-    if ((int64_t)fin_base + stage * 4 > smem_optin) stage = ((int64_t)smem_optin - (int64_t)fin_base) / 4 / 16 * 16;
+    if ((int64_t)fin_base + stage * 4 > fin_limit) stage = (fin_limit - (int64_t)fin_base) / 4 / 16 * 16;
     if (stage < 2 * (int64_t)a->k) stage = 0; /* too few to matter: the global-memory select */
     const size_t fin_smem_final = fin_base + (size_t)stage * 4;
     /* one chunk, fused: the final kernel writes the call's output itself (no output launch) */

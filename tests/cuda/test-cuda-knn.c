@@ -297,6 +297,10 @@ int main(int argc, char **argv) {
     kc(3, 0, 64, 10, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);        /* N = 0 */
     kc(4, 60000, 64, 5000, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);  /* large k */
     kc(2, 80000, 32, 16384, B16, LTK_METRIC_COS, 0, 0, 0, 0, 1, 0); /* k = 16384 */
+    /* k = 10000 on a sampled corpus: the final select's staging clamped to the shared memory left
+     * (the output kernels' static shared memory once made that an "invalid argument") */
+    kc(2, 120000, 64, 10000, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);
+    kc(2, 120000, 64, 9000, B16, LTK_METRIC_L2, 0, 0, 0, 0, 1, 40000); /* the same, 3 chunks */
     kc(3, 40000, 64, 100, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);   /* all-identical corpus: exact fallback */
     kc(3, 40000, 64, 3000, B16, LTK_METRIC_L2, 1, 0, 0, 0, 1, 0);
     kc(3, 40000, 64, 100, B16, LTK_METRIC_IP, 3, 0, 0, 0, 1, 0);   /* 8 distinct vectors: heavy ties */
