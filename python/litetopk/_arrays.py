@@ -27,6 +27,16 @@ DTYPE_ALIASES = {
 _RAW_SIZE = {_ffi.DTYPE_F32: 4, _ffi.DTYPE_F16: 2, _ffi.DTYPE_BF16: 2, _ffi.DTYPE_E4M3: 1}
 
 
+_NP_NAMES: dict = {}  # numpy dtype -> its .name (numpy builds the name string on every access)
+
+
+def _np_name(dt) -> str:
+    n = _NP_NAMES.get(dt)
+    if n is None:
+        n = _NP_NAMES[dt] = dt.name
+    return n
+
+
 def _torch():
     return sys.modules.get("torch")  # never imported by us: a tensor can only come from a loaded torch
 
@@ -54,7 +64,7 @@ class Arr:
             if any(s % self.itemsize for s in x.strides):
                 raise ValueError(f"{name}: strides {x.strides} (bytes) are not multiples of the element size")
             self.strides = tuple(int(s) // self.itemsize for s in x.strides)
-            self.dname = x.dtype.name
+            self.dname = _np_name(x.dtype)
             self.ptr = int(x.__array_interface__["data"][0])
             self.device = ("cpu", None)
             self.writeable = bool(x.flags.writeable)
