@@ -61,6 +61,10 @@ ktl: python3 bench/knn_timeline.py --B 64 --N 2097152 --k 128,8192
 kmini: python3 bench/minilm_assemble.py --join /tmp/minilm --out /tmp/mdata && python3 bench/gpu_knn_real.py --data /tmp/mdata --json "$OUT/bench.jsonl" | cut -c1-400
 kmini: M="--base /tmp/mdata/minilm_base.fbin --queries /tmp/mdata/minilm_query.fbin --metric cos"; mkdir -p /tmp/mres; for k in 10 100 1000 10000; do for b in cuda cpu; do TIMEFORMAT="$b k=$k: %R s wall (read, compute, write)"; time gpu-bin/litetopk knn $M -k $k --backend $b --out /tmp/mres/$b-$k.npy -q; done; done; python3 bench/minilm_compare.py $M --k 10,100,1000,10000 --res /tmp/mres --json "$OUT/bench.jsonl"
 kmini: M="--base /tmp/mdata/minilm_base.fbin --queries /tmp/mdata/minilm_query.fbin --metric cos"; for k in 10 100 1000 10000; do for b in cuda cpu; do gpu-bin/litetopk bench knn $M --k $k --backend $b --algos fused,materialize --reps 5 --json "$OUT/bench.jsonl" | grep -E "bench knn|^  (fused|materialize) |exactness"; done; done
+# (kport: the kNN's other paths under the tests: the portable mma.sync loop (other GPUs), and the
+#  final select's earlier sorts kept for A/B (LTK_CUDA_KNN_SORT=bucket | bitonic))
+kport: LTK_CUDA_KNN_SM90=0 gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_KNN_SM90=0 compute-sanitizer --tool memcheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"
+kport: LTK_CUDA_KNN_SORT=bucket gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_KNN_SORT=bitonic gpu-bin/test-cuda-knn | tail -1
 # (khost: a call's host side: enqueue time through the helper and the bare entry point, timed alone
 #  against back to back, then the runtime calls next to the kernels)
 khost: python3 bench/knn_host.py --B 64 --N 1048576 --k 128,1024,8192
