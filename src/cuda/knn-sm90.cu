@@ -163,7 +163,7 @@ template <int DT> static __device__ __forceinline__ float ks_sq8(const uint8_t *
 #define KS_FLUSH_R 4
 
 /* Moves the warp's fill staged entries to the candidate lists (every lane, warp-uniform fill). */
-static __device__ __forceinline__ void ks_flush(const knn_params &p, const ks_list *l, int fill, int lane) {
+static __device__ __forceinline__ __attribute__((unused)) void ks_flush(const knn_params &p, const ks_list *l, int fill, int lane) {
     __syncwarp(); /* the lanes' staging stores are visible to the warp */
     for (int b0 = 0; b0 < fill; b0 += 32 * KS_FLUSH_R) {
         /* KS_FLUSH_R rounds of 32: their atomics in flight together, then the writes */
@@ -311,7 +311,7 @@ static __device__ __forceinline__ void ks_gate(const knn_params &p, const float 
  * already at 95% (ncu, s10-run1/2); the scattered candidate writes' L2 transactions were the cost.
  * Measured in one process (s11-run1): 422 -> 385-391 us at k = 8192, 378 -> 375 at k = 1024. */
 #define KS_SUB (KS_LIST / 16)
-static __device__ __forceinline__ void ks_flush_sub(const knn_params &p, ks_list *l, int qw, int lane,
+static __device__ __forceinline__ __attribute__((unused)) void ks_flush_sub(const knn_params &p, ks_list *l, int qw, int lane,
                                                     const uint32_t (&sf)[2]) {
     uint32_t *fills = (uint32_t *)l->q; /* 16 counts in the q array, unused by this path */
     if ((lane & 3) == 0) {
