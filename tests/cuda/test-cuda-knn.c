@@ -267,6 +267,93 @@ static void kc(int64_t B, int64_t N, int D, int k, int dt, int metric, int gen, 
     run_case(&c);
 }
 
+/* One fused call captured into a CUDA graph on a non-blocking stream (relaxed mode, workspace
+ * given), replayed twice over poisoned outputs: the same bits as a direct call. Under capture the
+ * library must not synchronise: the check and fallback are plain launches (the kernels of an
+ * unneeded fallback exit at once), so a flat corpus (gen 1) runs the fallback inside the graph. */
+static void capture_case(int64_t B, int64_t N, int D, int k, int metric, int gen) {
+    const size_t es = 2;
+    unsigned char *hq = malloc((size_t)(B * D) * es), *hx = malloc((size_t)(N * D) * es);
+    float *proto = malloc(sizeof(float) * (size_t)D);
+    for (int d = 0; d < D; d++) proto[d] = rng_normal();
+    for (int64_t i = 0; i < B * D; i++) put(hq, LTK_DTYPE_BF16, i, rng_normal());
+    for (int64_t i = 0; i < N * D; i++) put(hx, LTK_DTYPE_BF16, i, gen == 1 ? proto[i % D] : rng_normal());
+    free(proto);
+    void *dq = dupload(hq, (size_t)(B * D) * es), *dx = dupload(hx, (size_t)(N * D) * es);
+    const size_t on = (size_t)(B * k);
+    int64_t *doi = dmalloc(on * 8);
+    float *dos = dmalloc(on * 4);
+    ltk_knn_args a;
+    memset(&a, 0, sizeof a);
+    a.B = B;
+    a.N = N;
+    a.D = D;
+    a.k = k;
+    a.dtype = LTK_DTYPE_BF16;
+    a.metric = (ltk_metric)metric;
+    a.queries = dq;
+    a.q_stride = D;
+    a.base = dx;
+    a.base_stride = D;
+    a.out_idx = doi;
+    a.out_scores = dos;
+    a.out_stride = k;
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    ltk_exec e;
+    memset(&e, 0, sizeof e);
+    e.backend = LTK_BACKEND_CUDA;
+    e.algo = LTK_ALGO_FUSED;
+    e.stream = s;
+    size_t wsb = 0;
+    ltk_status st = ltk_cuda_knn_workspace(&a, &e, &wsb);
+    void *ws = dmalloc(wsb + 1);
+    char name[160];
+    snprintf(name, sizeof name, "graph capture: B=%lld N=%lld D=%d k=%d %s gen=%d", (long long)B, (long long)N, D, k,
+             met_name[metric], gen);
+    /* direct call: the reference bits */
+    if (st == LTK_OK) st = ltk_cuda_knn(&a, &e, ws, wsb);
+    CUDA_OK(cudaStreamSynchronize(s));
+    int64_t *ri = malloc(on * 8), *gi = malloc(on * 8);
+    float *rs = malloc(on * 4), *gs = malloc(on * 4);
+    CUDA_OK(cudaMemcpy(ri, doi, on * 8, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(rs, dos, on * 4, cudaMemcpyDeviceToHost));
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    ltk_status cst = LTK_EINTERNAL;
+    if (st == LTK_OK) {
+        CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+        cst = ltk_cuda_knn(&a, &e, ws, wsb);
+        CUDA_OK(cudaStreamEndCapture(s, &g));
+    }
+    int ok = st == LTK_OK && cst == LTK_OK && g && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess;
+    for (int rep = 0; ok && rep < 2; rep++) {
+        CUDA_OK(cudaMemsetAsync(doi, 0x7f, on * 8, s));
+        CUDA_OK(cudaMemsetAsync(dos, 0x7f, on * 4, s));
+        CUDA_OK(cudaGraphLaunch(ge, s));
+        CUDA_OK(cudaStreamSynchronize(s));
+        CUDA_OK(cudaMemcpy(gi, doi, on * 8, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(gs, dos, on * 4, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < on && ok; i++) ok = gi[i] == ri[i] && same_bits(gs[i], rs[i]);
+    }
+    CHECK(ok, "%s: status %d / %d (%s), replay %s", name, (int)st, (int)cst, ltk_last_error(),
+          ok ? "same" : "differs or failed");
+    if (ge) cudaGraphExecDestroy(ge);
+    if (g) cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+    free(ri);
+    free(gi);
+    free(rs);
+    free(gs);
+    free(hq);
+    free(hx);
+    cudaFree(ws);
+    cudaFree(dq);
+    cudaFree(dx);
+    cudaFree(doi);
+    cudaFree(dos);
+}
+
 int main(int argc, char **argv) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -280,6 +367,7 @@ int main(int argc, char **argv) {
         kc(2, 40000, 16, 7, F16, LTK_METRIC_COS, 1, 0, 0, 0, 1, 0); /* flat, N > cap: fallback passes */
         kc(260, 36000, 16, 5, B16, LTK_METRIC_L2, 1, 0, 0, 0, 1, 0); /* 128-query items (sm_90a), fallback */
         kc(8, 36000, 32, 100, B16, LTK_METRIC_IP, 5, 0, 0, 0, 1, 0);  /* rows in pairs: tied k-th key */
+        capture_case(4, 40000, 64, 100, LTK_METRIC_IP, 1);              /* captured, fallback inside */
         printf("%d passed, %d failed\n", g_pass, g_fail);
         return g_fail ? 1 : 0;
     }
@@ -322,6 +410,12 @@ int main(int argc, char **argv) {
     kc(257, 40000, 64, 300, F16, LTK_METRIC_L2, 3, 0, 0, 0, 1, 0);  /* heavy ties */
     kc(258, 40000, 64, 500, B16, LTK_METRIC_IP, 5, 0, 0, 0, 1, 0);  /* rows in pairs */
     kc(256, 30000, 768, 64, B16, LTK_METRIC_COS, 0, 0, 0, 0, 1, 0); /* D = 768 */
+    /* captured into a CUDA graph: sampled, flat (the fallback inside the graph), a chunk of
+     * >= 262,144 rows (whose conditional graph is not used under capture), B >= 256 */
+    capture_case(8, 40000, 64, 100, LTK_METRIC_IP, 0);
+    capture_case(4, 40000, 64, 100, LTK_METRIC_L2, 1);
+    capture_case(16, 300000, 64, 1000, LTK_METRIC_IP, 0);
+    capture_case(300, 40000, 128, 64, LTK_METRIC_COS, 0);
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
