@@ -1289,7 +1289,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
     /* what the final and output kernels may take dynamically: the opt-in limit less their static
      * shared memory (the output kernel's chunk counts). Without it, k = 8,193..~11,000 on a sampled
      * corpus (staging clamped to the limit) failed the attribute set with "invalid argument" (the
-     * MiniLM set at k = 10,000, s11-run4). */
+     * MiniLM set at k = 10,000, s11-run5). */
     const int64_t fin_limit = (int64_t)smem_optin - knn_fin_static_smem();
     int64_t stage = pl->stage;
     if ((int64_t)fin_base + stage * 4 > fin_limit) stage = (fin_limit - (int64_t)fin_base) / 4 / 16 * 16;

@@ -22,7 +22,7 @@ struct knn_params {
     int32_t D, metric, nq; /* nq: queries in this batch */
     int64_t n;            /* rows in this launch */
     int vec;              /* 16-byte cp.async path usable */
-    int sub;              /* GATE, sm_90a: per-query staging lists (experimental, LTK_CUDA_KNN_SUBLISTS=1) */
+    int sub;              /* GATE, sm_90a: per-query staging lists (default; LTK_CUDA_KNN_SUBLISTS=0 off) */
     int sm90;             /* host only: the sm_90a main loop is enabled for this call */
     const float *qn;      /* [nq] query squared norms */
     /* STORE */
