@@ -29,6 +29,7 @@ import sys
 import time
 
 import numpy as np
+from benchio import read_fbin, write_fbin
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -196,18 +197,6 @@ def make_encoder(model_dir, force_numpy):
             pass
     m = NumpyMiniLM(model_dir)
     return m.encode, "numpy-bert"
-
-
-def write_fbin(path, x):
-    with open(path, "wb") as f:
-        np.array(x.shape, dtype=np.int32).tofile(f)
-        np.ascontiguousarray(x, dtype=np.float32).tofile(f)
-
-
-def read_fbin(path):
-    with open(path, "rb") as f:
-        n, d = np.fromfile(f, dtype=np.int32, count=2)
-        return np.fromfile(f, dtype=np.float32, count=int(n) * int(d)).reshape(n, d)
 
 
 def plot(out_dir, png, seed=0):

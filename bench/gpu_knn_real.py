@@ -8,7 +8,6 @@ exact fp32 scores too). JSON lines (op "knn", "dataset": "minilm").
   python3 bench/gpu_knn_real.py --data data --json bench/results/h200/knn-minilm.jsonl
 """
 import argparse
-import json
 import os
 import sys
 
@@ -16,13 +15,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchio import emit_jsonl, read_fbin  # noqa: E402
 from gpu_ltk_ctypes import Lib, Stats, commit, time_ms  # noqa: E402
-
-
-def read_fbin(path):
-    with open(path, "rb") as f:
-        n, d = np.fromfile(f, dtype=np.int32, count=2)
-        return np.fromfile(f, dtype=np.float32, count=int(n) * int(d)).reshape(int(n), int(d))
 
 
 def main():
@@ -66,10 +60,7 @@ def main():
                     dict(base, algo="materialize", median_ms=ms_m),
                     dict(base, algo="torch", median_ms=ms_t)]
             for r in recs:
-                line = json.dumps(r)
-                print(line, flush=True)
-                if out:
-                    out.write(line + "\n")
+                emit_jsonl(r, out)
 
 if __name__ == "__main__":
     main()

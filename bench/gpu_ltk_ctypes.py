@@ -135,6 +135,26 @@ class Lib:
         return call
 
 
+def knn_shape_args(N=1 << 20, k="1024"):
+    """The kNN probes' shared options (--B --N --D --k; k a comma list where the default is a
+    string) on a parser the caller extends."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--B", type=int, default=64)
+    ap.add_argument("--N", type=int, default=N)
+    ap.add_argument("--D", type=int, default=768)
+    ap.add_argument("--k", type=type(k), default=k)
+    return ap
+
+
+def randn_knn(a):
+    """Seeded bf16 randn corpus x [N, D] and queries q [B, D] on the GPU for args a."""
+    torch.manual_seed(0)
+    x = torch.randn(a.N, a.D, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(a.B, a.D, device="cuda", dtype=torch.bfloat16)
+    return x, q
+
+
 def time_ms(fn, reps=10, warmup=2):
     """Median of `reps` CUDA-event timings after `warmup` calls."""
     for _ in range(warmup):

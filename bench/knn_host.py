@@ -5,7 +5,6 @@ and what that adds to a call timed alone (events around one call, then a sync: h
 against calls issued back to back (the GPU never waits for the host).
     python3 bench/knn_host.py --B 64 --N 1048576 --k 1024,8192
 Enqueue times are taken while the GPU is kept busy (torch.cuda._sleep), so no call waits on it."""
-import argparse
 import ctypes as C
 import os
 import sys
@@ -14,18 +13,12 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_ltk_ctypes import ALGO, DT, METRIC, KnnArgs, Lib, time_ms  # noqa: E402
+from gpu_ltk_ctypes import ALGO, DT, METRIC, KnnArgs, Lib, knn_shape_args, randn_knn, time_ms  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--B", type=int, default=64)
-ap.add_argument("--N", type=int, default=1 << 20)
-ap.add_argument("--D", type=int, default=768)
-ap.add_argument("--k", default="1024")
+ap = knn_shape_args()
 ap.add_argument("--reps", type=int, default=30)
 a = ap.parse_args()
-torch.manual_seed(0)
-x = torch.randn(a.N, a.D, device="cuda", dtype=torch.bfloat16)
-q = torch.randn(a.B, a.D, device="cuda", dtype=torch.bfloat16)
+x, q = randn_knn(a)
 lib = Lib()
 
 

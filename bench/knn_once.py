@@ -2,26 +2,19 @@
 """A few kNN calls of one shape, nothing else: a target for a kernel profiler (ncu / nsys).
     ncu --kernel-name regex:ks_score --launch-skip 1 --launch-count 1 python3 bench/knn_once.py --B 64
 """
-import argparse
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_ltk_ctypes import Lib  # noqa: E402
+from gpu_ltk_ctypes import Lib, knn_shape_args, randn_knn  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--B", type=int, default=64)
-ap.add_argument("--N", type=int, default=5 << 20)
-ap.add_argument("--D", type=int, default=768)
-ap.add_argument("--k", type=int, default=1024)
+ap = knn_shape_args(N=5 << 20, k=1024)
 ap.add_argument("--algo", default="score_only")
 ap.add_argument("--calls", type=int, default=3)
 a = ap.parse_args()
-torch.manual_seed(0)
-x = torch.randn(a.N, a.D, device="cuda", dtype=torch.bfloat16)
-q = torch.randn(a.B, a.D, device="cuda", dtype=torch.bfloat16)
+x, q = randn_knn(a)
 oi = torch.empty(a.B, a.k, dtype=torch.int64, device="cuda")
 osc = torch.empty(a.B, a.k, dtype=torch.float32, device="cuda")
 lib = Lib()

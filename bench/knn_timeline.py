@@ -4,7 +4,6 @@ idle gaps between them, recorded with the torch profiler (CUPTI) around a few ca
     python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192 [--algo fused]
 Prints, for the last call of each k: wall time (first kernel start to last kernel end), busy time,
 and one line per kernel (start offset, duration, name)."""
-import argparse
 import os
 import sys
 
@@ -12,19 +11,13 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_ltk_ctypes import Lib, time_ms  # noqa: E402
+from gpu_ltk_ctypes import Lib, knn_shape_args, randn_knn, time_ms  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--B", type=int, default=64)
-ap.add_argument("--N", type=int, default=1 << 20)
-ap.add_argument("--D", type=int, default=768)
-ap.add_argument("--k", default="1024")
+ap = knn_shape_args()
 ap.add_argument("--algo", default="fused")
 ap.add_argument("--host", action="store_true", help="also the CUDA runtime calls of the last call on the host side")
 a = ap.parse_args()
-torch.manual_seed(0)
-x = torch.randn(a.N, a.D, device="cuda", dtype=torch.bfloat16)
-q = torch.randn(a.B, a.D, device="cuda", dtype=torch.bfloat16)
+x, q = randn_knn(a)
 lib = Lib()
 for k in [int(v) for v in a.k.split(",")]:
     oi = torch.empty(a.B, k, dtype=torch.int64, device="cuda")

@@ -13,18 +13,7 @@ import os
 import shutil
 
 import numpy as np
-
-
-def read_fbin(p):
-    with open(p, "rb") as f:
-        n, d = np.fromfile(f, dtype=np.int32, count=2)
-        return np.fromfile(f, dtype=np.float32, count=int(n) * int(d)).reshape(int(n), int(d))
-
-
-def write_fbin(p, x):
-    with open(p, "wb") as f:
-        np.array(x.shape, dtype=np.int32).tofile(f)
-        np.ascontiguousarray(x, dtype=np.float32).tofile(f)
+from benchio import read_fbin, write_fbin
 
 
 def main():

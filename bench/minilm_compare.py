@@ -9,15 +9,9 @@ score); keys either side missed (a float64 score above the k-th + tol left out: 
 largest difference between the two backends' reported scores of a shared key, and between the
 reported and the float64 scores."""
 import argparse
-import json
 
 import numpy as np
-
-
-def read_fbin(p):
-    with open(p, "rb") as f:
-        n, d = np.fromfile(f, dtype=np.int32, count=2)
-        return np.fromfile(f, dtype=np.float32, count=int(n) * int(d)).reshape(int(n), int(d))
+from benchio import emit_jsonl, read_fbin
 
 
 def main():
@@ -68,10 +62,7 @@ def main():
         r["rows_set_differs_all_ties"] = tie_only
         shared = ia == ib
         r["max_score_diff_cuda_cpu_same_key"] = float(np.abs(sa - sb)[shared].max()) if shared.any() else 0.0
-        line = json.dumps(r)
-        print(line, flush=True)
-        if out:
-            out.write(line + "\n")
+        emit_jsonl(r, out)
 
 
 if __name__ == "__main__":

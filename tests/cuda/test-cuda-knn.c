@@ -42,7 +42,8 @@ static int cmp_dent(const void *pa, const void *pb) { /* larger s first, NaN las
     return (a->i > b->i) - (a->i < b->i);
 }
 
-static int run_gpu(const kcase *c, void *dq, void *dx, int64_t *doi, float *dos, ltk_algo algo, ltk_stats *st) {
+/* The call's arguments for case c over device buffers (strides with the case's paddings). */
+static ltk_knn_args case_args(const kcase *c, void *dq, void *dx, int64_t *doi, float *dos) {
     ltk_knn_args a;
     memset(&a, 0, sizeof a);
     a.B = c->B;
@@ -59,6 +60,11 @@ static int run_gpu(const kcase *c, void *dq, void *dx, int64_t *doi, float *dos,
     a.out_scores = c->scores ? dos : NULL;
     a.out_stride = c->k + c->opad;
     a.flags = c->flags;
+    return a;
+}
+
+static int run_gpu(const kcase *c, void *dq, void *dx, int64_t *doi, float *dos, ltk_algo algo, ltk_stats *st) {
+    ltk_knn_args a = case_args(c, dq, dx, doi, dos);
     ltk_exec e;
     memset(&e, 0, sizeof e);
     e.backend = LTK_BACKEND_CUDA;
@@ -283,21 +289,8 @@ static void capture_case(int64_t B, int64_t N, int D, int k, int metric, int gen
     const size_t on = (size_t)(B * k);
     int64_t *doi = dmalloc(on * 8);
     float *dos = dmalloc(on * 4);
-    ltk_knn_args a;
-    memset(&a, 0, sizeof a);
-    a.B = B;
-    a.N = N;
-    a.D = D;
-    a.k = k;
-    a.dtype = LTK_DTYPE_BF16;
-    a.metric = (ltk_metric)metric;
-    a.queries = dq;
-    a.q_stride = D;
-    a.base = dx;
-    a.base_stride = D;
-    a.out_idx = doi;
-    a.out_scores = dos;
-    a.out_stride = k;
+    const kcase c = {B, N, D, k, LTK_DTYPE_BF16, metric, gen, 0, 0, 0, 1, 0, 0};
+    ltk_knn_args a = case_args(&c, dq, dx, doi, dos);
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     ltk_exec e;
