@@ -244,7 +244,9 @@ ltk_status ltkc_select(const ltk_select_args *a, const ltk_exec *e, void *ws, si
         sel_thread *s = &th[omp_get_thread_num()];
         int64_t lo = a->starts ? a->starts[r] : 0, hi = a->ends ? a->ends[r] : a->cols;
         int64_t n = hi - lo, base = absolute ? 0 : lo;
-        const char *row = (const char *)a->scores + ((size_t)r * (size_t)a->row_stride + (size_t)lo) * es;
+        /* (cols = 0 allows scores = NULL: no pointer arithmetic on it, the row is empty) */
+        const char *row = a->scores ? (const char *)a->scores + ((size_t)r * (size_t)a->row_stride + (size_t)lo) * es
+                                    : NULL;
         int64_t m = ltkc_select_row(row, a->dtype, n, k, &s->sel, s->okey, s->opos);
         int32_t *oi = a->out_idx + r * a->out_stride;
         float *os = a->out_scores ? a->out_scores + r * a->out_stride : NULL;
