@@ -785,8 +785,13 @@ T512VN static void k8_pack_query_s(const float *q, int D, uint32_t *q4, float *o
     out[0] = sc;
     out[1] = sc > 0.0f ? _mm512_reduce_add_ps(acc) : INFINITY;
     /* Unsigned: a NaN/inf query converts to INT_MIN lanes (the screen is then off, out[1] = +inf, and
-     * corr unused); the product must still not be signed overflow. */
-    *corr = (int32_t)(128u * (uint32_t)_mm512_reduce_add_epi32(sum));
+     * corr unused); neither the lane sum nor the product may be signed overflow. The sum is taken
+     * here lane by lane: GCC's _mm512_reduce_add_epi32 adds in signed int (UBSan, the fuzz-args
+     * replay in a GCC sanitizer build). */
+    uint32_t lanes[16], tot = 0;
+    _mm512_storeu_si512((void *)lanes, sum);
+    for (int i = 0; i < 16; i++) tot += lanes[i];
+    *corr = (int32_t)(128u * tot);
 }
 
 /* The kNN's forms (scale m / 127) and the indexer's (power-of-two scale, e4m3 data). */
