@@ -41,6 +41,14 @@ class KnnArgs(C.Structure):
                 ("out_stride", C.c_int64), ("flags", C.c_uint32)]
 
 
+def knn_args(q, x, k, out_idx, out_scores=None, metric="ip", flags=0):
+    """ltk_knn_args of torch tensors: queries q [B, D], corpus x [N, D], outputs [B, k]."""
+    B, D = q.shape
+    return KnnArgs(B, x.shape[0], D, k, DT[q.dtype], METRIC[metric], q.data_ptr(), q.stride(0), x.data_ptr(),
+                   x.stride(0), out_idx.data_ptr(), out_scores.data_ptr() if out_scores is not None else None, k,
+                   flags)
+
+
 def _find():
     env = os.environ.get("LTK_LIBRARY")
     if env and os.path.exists(env):
@@ -103,10 +111,7 @@ class Lib:
                           a, self._exec(0, stats), "select")
 
     def knn(self, q, x, k, out_idx, out_scores=None, metric="ip", algo="fused", flags=0, stats=None):
-        B, D = q.shape
-        N = x.shape[0]
-        a = KnnArgs(B, N, D, k, DT[q.dtype], METRIC[metric], q.data_ptr(), q.stride(0), x.data_ptr(), x.stride(0),
-                    out_idx.data_ptr(), out_scores.data_ptr() if out_scores is not None else None, k, flags)
+        a = knn_args(q, x, k, out_idx, out_scores, metric, flags)
         return self._call("ltk_knn_topk", "ltk_knn_workspace_size", "ltk_cuda_knn", "ltk_cuda_knn_workspace", a,
                           self._exec(ALGO[algo], stats), "knn_" + algo)
 
@@ -115,10 +120,7 @@ class Lib:
         arguments, execution record and workspace (what a C or C++ caller does): timed loops measure
         the library's call, not ~20 us of building ctypes structures in Python (bench/knn_host.py,
         s11-run3: 0.500 ms a call that way against 0.459 bare at B = 64, N = 1M, k = 1024)."""
-        B, D = q.shape
-        a = KnnArgs(B, x.shape[0], D, k, DT[q.dtype], METRIC[metric], q.data_ptr(), q.stride(0), x.data_ptr(),
-                    x.stride(0), out_idx.data_ptr(), out_scores.data_ptr() if out_scores is not None else None, k,
-                    flags)
+        a = knn_args(q, x, k, out_idx, out_scores, metric, flags)
         e = self._exec(ALGO[algo])
         self._call("ltk_knn_topk", "ltk_knn_workspace_size", "ltk_cuda_knn", "ltk_cuda_knn_workspace", a, e,
                    "knn_" + algo)

@@ -13,7 +13,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_ltk_ctypes import ALGO, DT, METRIC, KnnArgs, Lib, knn_shape_args, randn_knn, time_ms  # noqa: E402
+from gpu_ltk_ctypes import ALGO, Lib, knn_args, knn_shape_args, randn_knn, time_ms  # noqa: E402
 
 ap = knn_shape_args()
 ap.add_argument("--reps", type=int, default=30)
@@ -57,8 +57,7 @@ for k in [int(v) for v in a.k.split(",")]:
     uncached = lambda: lib.knn(q, x, k, oi, osc, algo="fused")  # noqa: E731 (builds them every call)
     helper = lib.knn_prepared(q, x, k, oi, osc, algo="fused")  # (replays them)
     # the bare entry point: arguments, execution record and workspace built once
-    args = KnnArgs(a.B, a.N, a.D, k, DT[q.dtype], METRIC["ip"], q.data_ptr(), q.stride(0), x.data_ptr(), x.stride(0),
-                   oi.data_ptr(), osc.data_ptr(), k, 0)
+    args = knn_args(q, x, k, oi, osc)
     ex = lib._exec(ALGO["fused"])
     ws = lib._ws["knn_fused"]
     ex.workspace, ex.workspace_bytes = ws.data_ptr(), ws.numel()

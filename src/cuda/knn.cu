@@ -640,6 +640,24 @@ static __device__ __forceinline__ float knn_report(uint32_t key, int metric) {
     return s;
 }
 
+/* One query's output row from its cnt sorted composites s (rows relative to the corpus: one
+ * chunk), padded to k with -1 and the metric's worst score. */
+static __device__ __forceinline__ void knn_write_row(const knn_out &o, int qq, const uint64_t *s, int cnt) {
+    int64_t *oi = o.out_idx + (int64_t)qq * o.out_stride;
+    float *os = o.out_scores ? o.out_scores + (int64_t)qq * o.out_stride : NULL;
+    const float pad = o.metric == LTK_METRIC_L2 ? INFINITY : -INFINITY;
+    for (int j = threadIdx.x; j < o.k; j += LTK_SEL_NT) {
+        if (j < cnt) {
+            const uint64_t v = s[j];
+            oi[j] = (int64_t)ltk_comp_rel(v);
+            if (os) os[j] = knn_report(ltk_comp_key(v), o.metric);
+        } else {
+            oi[j] = -1;
+            if (os) os[j] = pad;
+        }
+    }
+}
+
 /* Bucket of a candidate key (ascending bucket: descending key): ltk_key_bucket of its distance
  * above the smallest (src/ltk-order.h: d itself below 256, then 256 buckets an octave). Why not
  * equal widths: near the threshold the candidates are densest, and a few far above it (a query's
@@ -748,19 +766,7 @@ static __device__ const uint64_t *knn_final_bucket(const ltk_src_cand_glob &src,
  * (a single chunk: no merge to follow, and no output launch), else to res for knn_output_kernel. */
 static __device__ void knn_final_store(const knn_ctl &c, const knn_out &o, int qq, const uint64_t *s, uint32_t got) {
     if (o.out_idx) {
-        int64_t *oi = o.out_idx + (int64_t)qq * o.out_stride;
-        float *os = o.out_scores ? o.out_scores + (int64_t)qq * o.out_stride : NULL;
-        const float pad = o.metric == LTK_METRIC_L2 ? INFINITY : -INFINITY;
-        for (int j = threadIdx.x; j < o.k; j += LTK_SEL_NT) {
-            if (j < (int)got) {
-                const uint64_t v = s[j];
-                oi[j] = (int64_t)ltk_comp_rel(v);
-                if (os) os[j] = knn_report(ltk_comp_key(v), o.metric);
-            } else {
-                oi[j] = -1;
-                if (os) os[j] = pad;
-            }
-        }
+        knn_write_row(o, qq, s, (int)got);
         return;
     }
     for (int j = threadIdx.x; j < c.kp; j += LTK_SEL_NT) c.res[(int64_t)qq * c.kp + j] = j < (int)got ? s[j] : 0ull;
@@ -839,23 +845,13 @@ template <int E> static __global__ void __launch_bounds__(LTK_SEL_NT) knn_output
     ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
     uint64_t *sb = (uint64_t *)(smraw + sizeof(ltk_sel_smem));
     const int qq = blockIdx.x;
+    if (o.nch == 1) {
+        knn_write_row(o, qq, o.res + (int64_t)qq * o.kp, o.res_cnt[qq]);
+        return;
+    }
     int64_t *oi = o.out_idx + (int64_t)qq * o.out_stride;
     float *os = o.out_scores ? o.out_scores + (int64_t)qq * o.out_stride : NULL;
     const float pad = o.metric == LTK_METRIC_L2 ? INFINITY : -INFINITY;
-    if (o.nch == 1) {
-        const uint64_t *r = o.res + (int64_t)qq * o.kp;
-        int cnt = o.res_cnt[qq];
-        for (int j = threadIdx.x; j < o.k; j += LTK_SEL_NT) {
-            if (j < cnt) {
-                oi[j] = (int64_t)ltk_comp_rel(r[j]);
-                if (os) os[j] = knn_report(ltk_comp_key(r[j]), o.metric);
-            } else {
-                oi[j] = -1;
-                if (os) os[j] = pad;
-            }
-        }
-        return;
-    }
     __shared__ int32_t cnts[64];
     for (int ch = threadIdx.x; ch < o.nch; ch += LTK_SEL_NT) cnts[ch] = o.res_cnt[(int64_t)ch * o.nq + qq];
     __syncthreads();
