@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 #include "ltk-commit.h" /* generated at build time: LTK_BUILD_COMMIT */
@@ -163,7 +164,34 @@ const char *cli_bytes(double bytes, char *buf, size_t cap) {
     return buf;
 }
 
+/* Within 1%: "as fast as" / "the same"; a ratio of 1.00x would read as either. */
+static int cli_about_equal(double a, double b) { return a > 0 && b > 0 && fabs(a - b) <= 0.01 * (a > b ? a : b); }
+
+const char *cli_speed_words(double a_ms, const char *a, double b_ms, const char *b, char *buf, size_t cap) {
+    if (!(a_ms > 0) || !(b_ms > 0)) snprintf(buf, cap, "%s vs %s: not timed", a, b);
+    else if (cli_about_equal(a_ms, b_ms)) snprintf(buf, cap, "%s is as fast as %s (within 1%%)", a, b);
+    else if (a_ms < b_ms) snprintf(buf, cap, "%s is %.2fx faster than %s", a, b_ms / a_ms, b);
+    else snprintf(buf, cap, "%s is %.2fx slower than %s", a, a_ms / b_ms, b);
+    return buf;
+}
+
+const char *cli_size_words(double a_bytes, const char *a, double b_bytes, const char *b, const char *what, char *buf,
+                           size_t cap) {
+    if (a_bytes == b_bytes || cli_about_equal(a_bytes, b_bytes)) snprintf(buf, cap, "%s uses the same %s as %s", a, what, b);
+    else if (!(a_bytes > 0)) snprintf(buf, cap, "%s uses no %s, %s does", a, what, b);
+    else if (a_bytes < b_bytes) snprintf(buf, cap, "%s uses %.1fx less %s than %s", a, b_bytes / a_bytes, what, b);
+    else snprintf(buf, cap, "%s uses %.1fx more %s than %s", a, a_bytes / b_bytes, what, b);
+    return buf;
+}
+
 /* ---- JSON --------------------------------------------------------------------------------- */
+void cli_utc_now(char *buf, size_t cap) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
 static void json_raw(cli_json *j, const char *s) {
     size_t n = strlen(s);
     if (j->len + n + 1 < sizeof j->buf) {

@@ -57,6 +57,12 @@ int cli_resolve_backend(const char *cmd, ltk_backend want, ltk_backend *out);
 const char *cli_commit(void);
 /* Bytes as "12.0 MiB". */
 const char *cli_bytes(double bytes, char *buf, size_t cap);
+/* A comparison in plain words, never a bare ratio: "fused is 1.19x faster than materialize",
+ * "... slower than ...", "... as fast as ... (within 1%)". */
+const char *cli_speed_words(double a_ms, const char *a, double b_ms, const char *b, char *buf, size_t cap);
+/* "fused uses 15.2x less workspace than materialize", "... more ...", "... the same ...". */
+const char *cli_size_words(double a_bytes, const char *a, double b_bytes, const char *b, const char *what, char *buf,
+                           size_t cap);
 
 /* ---- JSON lines --------------------------------------------------------------------------- */
 typedef struct cli_json {
@@ -65,6 +71,8 @@ typedef struct cli_json {
     int fields;
 } cli_json;
 
+/* "2026-12-01T19:53:30Z" */
+void cli_utc_now(char *buf, size_t cap);
 void cli_json_begin(cli_json *j);
 void cli_json_str(cli_json *j, const char *key, const char *value);
 void cli_json_int(cli_json *j, const char *key, int64_t value);

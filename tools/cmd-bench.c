@@ -89,11 +89,20 @@ static ltk_status bench_one(const bench_env *env, bench_op *op, ltk_algo algo, b
         st = (!r->idx || !r->scores) ? tool_fail(LTK_ENOMEM, "out of memory for outputs")
                                      : op->fetch(op->ctx, r->idx, r->scores);
     }
+    /* Progress on stderr when the runs are long enough to look like a hang (a CPU dsa bench takes
+     * 13-14 s); stdout keeps only the table. */
+    const int talk = !st && r->first_ms >= 500.0;
+    if (talk)
+        fprintf(stderr, "  [bench %s] %s: checked run %.1f s; %lld warm-up + %lld timed runs to go (~%.0f s)\n", op->name,
+                cli_algo_name(algo), r->first_ms * 1e-3, (long long)env->warmup, (long long)env->reps,
+                r->first_ms * 1e-3 * (double)(env->warmup + env->reps));
     for (int64_t w = 0; w < env->warmup && !st; w++) st = op->run(op->ctx, NULL);
     for (int64_t i = 0; i < env->reps && !st; i++) {
         st = devmem_timer_start(&timer);
         if (!st) st = op->run(op->ctx, NULL);
         if (!st) st = devmem_timer_stop(&timer, &ms[i]);
+        if (!st && talk) fprintf(stderr, "  [bench %s] %s: run %lld/%lld %.1f s\n", op->name, cli_algo_name(algo),
+                                 (long long)(i + 1), (long long)env->reps, ms[i] * 1e-3);
     }
     if (!st) {
         if (env->reps > 0) {
@@ -120,13 +129,6 @@ static int64_t effective_threads(int32_t n) {
 #endif
 }
 
-static void utc_now(char *buf, size_t cap) {
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* Runs every requested algo, compares fused with materialize, prints, writes JSON. */
 static int bench_all(const bench_env *env, bench_op *op) {
     bench_result res[3];
@@ -141,8 +143,9 @@ static int bench_all(const bench_env *env, bench_op *op) {
     if (env->on_device && op->floor_bytes > 0) {
         if (devmem_copy_gbps((size_t)1 << 30, &copy_gbps) == LTK_OK && copy_gbps > 0) {
             floor_ms = op->floor_bytes / (copy_gbps * 1e6);
-            printf("  device copy %.0f GB/s: one read of the input (%.3g GB) takes %.4f ms\n", copy_gbps,
-                   op->floor_bytes / 1e9, floor_ms);
+            printf("  device copy %.0f GB/s: one read of the input (%.3g GB) takes %.4f ms; column 'x read' is\n"
+                   "  each time over that floor (1.000x = as fast as reading the input once)\n",
+                   copy_gbps, op->floor_bytes / 1e9, floor_ms);
         } else {
             printf("  (device copy bandwidth not measured: %s)\n", tool_last_error());
         }
@@ -185,13 +188,14 @@ static int bench_all(const bench_env *env, bench_op *op) {
                    (long long)op->rows, what);
             failed = 1;
         } else {
-            printf("  exactness: fused == materialize on all %lld rows; speedup %.2fx\n", (long long)op->rows,
-                   fu->median_ms > 0 ? ma->median_ms / fu->median_ms : 0.0);
+            char words[160];
+            printf("  exactness: fused == materialize on all %lld rows; %s (median)\n", (long long)op->rows,
+                   cli_speed_words(fu->median_ms, "fused", ma->median_ms, "materialize", words, sizeof words));
         }
     }
     if (env->json) {
         char when[32];
-        utc_now(when, sizeof when);
+        cli_utc_now(when, sizeof when);
         for (int i = 0; i < n; i++) {
             bench_result *r = &res[i];
             cli_json j;
@@ -225,6 +229,12 @@ static int bench_all(const bench_env *env, bench_op *op) {
             }
             if (r->exact >= 0) cli_json_bool(&j, "exact_vs_materialize", r->exact);
             cli_json_str(&j, "timestamp", when);
+            /* the record's keys for bench/report.py: one harness's newest (date, commit) is one run */
+            char harness[64], date[16];
+            snprintf(harness, sizeof harness, "litetopk bench %s", op->name);
+            snprintf(date, sizeof date, "%.10s", when);
+            cli_json_str(&j, "harness", harness);
+            cli_json_str(&j, "date", date);
             cli_json_end(&j);
             if (cli_json_append(env->json, &j)) failed = 1;
         }

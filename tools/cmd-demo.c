@@ -106,9 +106,10 @@ int cmd_demo(int argc, char **argv) {
     int64_t T = spec.T, S = ctx + T;
     printf("litetopk demo: DSA indexer prefill on %s (%s)\n", ltk_backend_name(backend), device);
     printf("  H=%lld D=%lld k=%lld dtype=%s; %lld cached keys + %lld chunks x %lld queries (S=%lld),\n"
-           "  causal ke = ctx + t + 1, hot set of 3k keys carried between chunks, adjacent queries correlated (rho 0.95)\n",
+           "  causal ke = ctx + t + 1, a hot set of up to %lld keys (3k) carried between chunks, adjacent queries\n"
+           "  correlated (rho %.2f)\n",
            (long long)H, (long long)D, (long long)k, cli_dtype_name(dtype), (long long)ctx, (long long)chunks,
-           (long long)chunk, (long long)S);
+           (long long)chunk, (long long)S, (long long)dsa_hot_capacity((int32_t)k), spec.rho);
     fflush(stdout);
 
     double t_gen = devmem_now_s();
@@ -151,9 +152,10 @@ int cmd_demo(int argc, char **argv) {
            cli_bytes((double)rf.ws_bytes, b1, sizeof b1));
     printf("  %-12s %12.3f %10.4g %14s\n", "materialize", rm.ms, flops / (rm.ms * 1e-3) / 1e12,
            cli_bytes((double)rm.ws_bytes, b2, sizeof b2));
-    printf("  fused vs materialize: %.2fx time", rf.ms > 0 ? rm.ms / rf.ms : 0.0);
-    if (rf.ws_bytes > 0) printf(", %.1fx less workspace", (double)rm.ws_bytes / (double)rf.ws_bytes);
-    printf("\n  (%s; %.3g TFLOP of scoring over %.4g visible (query, key) pairs)\n\n",
+    char w1[160], w2[160];
+    printf("  %s; %s\n", cli_speed_words(rf.ms, "fused", rm.ms, "materialize", w1, sizeof w1),
+           cli_size_words((double)rf.ws_bytes, "fused", (double)rm.ws_bytes, "materialize", "workspace", w2, sizeof w2));
+    printf("  (%s; %.3g TFLOP of scoring over %.4g visible (query, key) pairs)\n\n",
            reps > 0 ? "best of the timed repetitions" : "single run, statistics on", flops / 1e12, in.host.visible);
 
     const ltk_stats *s = &rf.stats;

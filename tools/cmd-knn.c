@@ -1,4 +1,5 @@
 /* `litetopk knn`: brute-force exact k nearest neighbours between two vector files. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,9 @@ static const char knn_about[] =
     "Output (--out): .ivecs or .ibin (int32 indices) or .npy (int64); the scores go beside it as\n"
     "STEM.scores.fbin (.npy for .npy). Without --out the neighbours are printed as 'index:score'.\n"
     "For l2 the scores are squared distances (smaller first); for ip and cos larger is better.\n"
-    "Queries are processed in batches; a progress line goes to stderr for long runs.";
+    "A query row holding NaN or inf scores NaN everywhere and returns 0..k-1 (NaN ranks last); the tool\n"
+    "warns once per file. Queries are processed in batches; a progress line goes to stderr for long runs.\n"
+    "File layouts: 'litetopk help formats' (docs/file-formats.md).";
 
 /* Loads a vector file and checks it is usable as kNN input. */
 static int load_vectors(const char *what, const char *path, io_matrix *m) {
@@ -58,6 +61,41 @@ static int load_vectors(const char *what, const char *path, io_matrix *m) {
 static void scores_path(const char *out, io_format fmt, char *buf, size_t cap) {
     size_t n = strlen(out), ext = strlen(io_format_name(fmt)) + 1;
     snprintf(buf, cap, "%.*s.scores.%s", (int)(n - ext), out, fmt == IO_FORMAT_NPY ? "npy" : "fbin");
+}
+
+/* Rows of m (float32 or float16) holding a NaN or an infinity; *first is the first such row. */
+static int64_t nonfinite_rows(const io_matrix *m, int64_t *first) {
+    int64_t n = 0;
+    *first = -1;
+    for (int64_t r = 0; r < m->rows; r++) {
+        int bad = 0;
+        if (m->elem == IO_ELEM_F16) {
+            const uint16_t *x = (const uint16_t *)m->data + r * m->cols;
+            for (int64_t c = 0; c < m->cols && !bad; c++) bad = (x[c] & 0x7c00u) == 0x7c00u;
+        } else {
+            const float *x = (const float *)m->data + r * m->cols;
+            for (int64_t c = 0; c < m->cols && !bad; c++) bad = !isfinite(x[c]);
+        }
+        if (bad && n++ == 0) *first = r;
+    }
+    return n;
+}
+
+/* One warning per file: a NaN/inf query gets NaN scores for every key, and NaN ranks last, so its
+ * row is the lowest indices 0..k-1 with NaN scores; a NaN/inf base vector ranks last for all. */
+static void warn_nonfinite(const char *what, const char *path, const io_matrix *m) {
+    int64_t first, n = nonfinite_rows(m, &first);
+    if (n == 0) return;
+    if (!strcmp(what, "queries"))
+        fprintf(stderr,
+                "litetopk knn: warning: %s: %lld of %lld query rows hold NaN or inf (first: row %lld); their scores are\n"
+                "  NaN (or inf) for every base vector, so those rows return indices 0..k-1 by the NaN-last order\n",
+                path, (long long)n, (long long)m->rows, (long long)first);
+    else
+        fprintf(stderr,
+                "litetopk knn: warning: %s: %lld of %lld base vectors hold NaN or inf (first: row %lld); their scores\n"
+                "  are NaN or inf for every query (NaN ranks last)\n",
+                path, (long long)n, (long long)m->rows, (long long)first);
 }
 
 int cmd_knn(int argc, char **argv) {
@@ -134,6 +172,8 @@ int cmd_knn(int argc, char **argv) {
         *mats[i] = tmp;
         memset(&tmp, 0, sizeof tmp);
     }
+    warn_nonfinite("base", base_path, &base);
+    warn_nonfinite("queries", query_path, &queries);
     const int64_t N = base.rows, B = queries.rows, D = base.cols;
     const size_t es = ltk_dtype_size(dtype);
     if (k > N && !quiet)

@@ -179,6 +179,12 @@ int cmd_prefill(int argc, char **argv) {
             cli_json_int(&j, "threads", threads);
             cli_json_str(&j, "device", device);
             cli_json_str(&j, "commit", cli_commit());
+            char when[32], date[16];
+            cli_utc_now(when, sizeof when);
+            snprintf(date, sizeof date, "%.10s", when);
+            cli_json_str(&j, "timestamp", when);
+            cli_json_str(&j, "harness", "litetopk prefill");
+            cli_json_str(&j, "date", date);
             cli_json_end(&j);
             if (cli_json_append(json, &j)) goto done;
         }

@@ -65,6 +65,12 @@ static ltk_indexer_args chunk_args(const dsa_inputs *in, const dsa_path *p, int6
     return a;
 }
 
+/* k' = 3k hot keys, as the LiteTopK paper samples, capped by the API limit (1 << 20). */
+int32_t dsa_hot_capacity(int32_t k) {
+    int64_t sample = 3 * (int64_t)k;
+    return (int32_t)(sample < (1 << 20) ? sample : (1 << 20));
+}
+
 ltk_status dsa_path_init(const dsa_inputs *in, ltk_backend backend, ltk_algo algo, int32_t threads, int use_state,
                          dsa_path *p) {
     memset(p, 0, sizeof *p);
@@ -76,9 +82,7 @@ ltk_status dsa_path_init(const dsa_inputs *in, ltk_backend backend, ltk_algo alg
     ltk_status st = devmem_alloc(in->on_device, out_n * sizeof(int32_t), (void **)&p->out_idx);
     if (!st) st = devmem_alloc(in->on_device, out_n * sizeof(float), (void **)&p->out_scores);
     if (!st && use_state) {
-        /* k' = 3k hot keys, as the LiteTopK paper samples (capped by the API limit). */
-        int64_t sample = 3 * (int64_t)in->k;
-        st = ltk_indexer_state_create(backend, (int32_t)(sample < (1 << 20) ? sample : (1 << 20)), &p->state);
+        st = ltk_indexer_state_create(backend, dsa_hot_capacity(in->k), &p->state);
         if (st) st = tool_fail(st, "ltk_indexer_state_create: %s", ltk_last_error());
     }
     size_t need = 0;
@@ -148,7 +152,7 @@ ltk_status dsa_path_run(const dsa_inputs *in, dsa_path *p, ltk_stats *total, dsa
     int32_t *hot = NULL;
     if (per_chunk && p->state) {
         in_hot = calloc((size_t)in->host.S + 1, 1);
-        hot = malloc(sizeof(int32_t) * (size_t)(3 * (int64_t)in->k));
+        hot = malloc(sizeof(int32_t) * (size_t)dsa_hot_capacity(in->k));
         if (!in_hot || !hot) {
             free(in_hot), free(hot);
             return tool_fail(LTK_ENOMEM, "out of memory");
@@ -162,7 +166,7 @@ ltk_status dsa_path_run(const dsa_inputs *in, dsa_path *p, ltk_stats *total, dsa
         e.stats = (total || per_chunk) ? &s : NULL;
         int32_t hot_n = 0;
         if (in_hot) {
-            int32_t cap = 3 * in->k;
+            int32_t cap = dsa_hot_capacity(in->k);
             st = ltk_indexer_state_get(p->state, hot, cap, &hot_n);
             if (st) {
                 st = tool_fail(st, "ltk_indexer_state_get: %s", ltk_last_error());

@@ -33,6 +33,8 @@ typedef struct dsa_path {
 } dsa_path;
 
 /* Largest workspace any chunk needs; allocated once so the timed runs allocate nothing. */
+/* The hot set's capacity the paths use: k' = 3k keys, capped by the API limit. */
+int32_t dsa_hot_capacity(int32_t k);
 ltk_status dsa_path_init(const dsa_inputs *in, ltk_backend backend, ltk_algo algo, int32_t threads, int use_state,
                          dsa_path *p);
 void dsa_path_free(const dsa_inputs *in, dsa_path *p);

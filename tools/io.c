@@ -6,6 +6,9 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,8 +371,34 @@ ltk_status io_read_format(const char *path, io_format fmt, io_matrix *out) {
     if (!path) return tool_fail(LTK_EINVAL, "io_read: path is NULL");
     if (fmt == IO_FORMAT_UNKNOWN)
         return tool_fail(LTK_EINVAL, "%s: unknown file extension (expected one of %s)", path, io_format_list());
-    FILE *f = fopen(path, "rb");
-    if (!f) return tool_fail(LTK_EIO, "cannot open '%s': %s", path, strerror(errno));
+    /* Non-blocking open, then a regular-file check before any read: a FIFO with no writer would
+     * block in open() and a device (a symlink to /dev/zero) has no size to trust. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return tool_fail(LTK_EIO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return tool_fail(LTK_EIO, "cannot stat '%s': %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        const char *kind = S_ISFIFO(sb.st_mode)  ? "a FIFO"
+                           : S_ISCHR(sb.st_mode) ? "a character device"
+                           : S_ISBLK(sb.st_mode) ? "a block device"
+                           : S_ISDIR(sb.st_mode) ? "a directory"
+                           : S_ISSOCK(sb.st_mode) ? "a socket"
+                                                  : "not a regular file";
+        close(fd);
+        return tool_fail(LTK_EIO, "'%s' is %s: the readers take regular files only (write the data to a file first)",
+                         path, kind);
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return tool_fail(LTK_EIO, "cannot open '%s': %s", path, strerror(errno));
+    }
     ltk_status st;
     off_t size = -1;
     if (fseeko(f, 0, SEEK_END) == 0) size = ftello(f);

@@ -10,6 +10,20 @@ static void print_version(void) {
     printf("litetopk %d.%d.%d (commit %s)\n", LTK_VERSION_MAJOR, LTK_VERSION_MINOR, LTK_VERSION_PATCH, cli_commit());
 }
 
+/* docs/file-formats.md in short. */
+static void print_formats(void) {
+    printf("Files (the extension picks the format; little-endian; regular files only):\n"
+           "  .fvecs .bvecs .ivecs  per row: int32 dim, then dim float32 / uint8 / int32 values (TEXMEX)\n"
+           "  .fbin  .u8bin .ibin   int32 rows, int32 cols, then rows*cols float32 / uint8 / int32, row-major\n"
+           "                        (big-ann-benchmarks)\n"
+           "  .npy                  NumPy 1.0-3.0, 2-D, C order: float32 / float16 / uint8 in, int64 / float32 out\n"
+           "knn reads vectors from .fvecs .bvecs .fbin .u8bin .npy (uint8 becomes float32; float16 stays\n"
+           "float16 when both inputs are). --out STEM.ivecs|.ibin (int32) or STEM.npy (int64) gets the\n"
+           "indices, best first, ties by the lower index, -1 padding; the scores go to STEM.scores.fbin\n"
+           "(STEM.scores.npy). bench --dump PREFIX writes PREFIX.base.fbin and PREFIX.queries.fbin.\n"
+           "--json FILE appends JSON Lines (fields: bench/README.md). Details: docs/file-formats.md.\n");
+}
+
 static void print_help(FILE *f) {
     fprintf(f,
             "usage: litetopk <command> [options]\n"
@@ -23,7 +37,8 @@ static void print_help(FILE *f) {
             "  bench   benchmarks: bench dsa | bench knn | bench select, JSON lines with --json\n"
             "  info    backends, devices and build options\n"
             "  version print the version\n"
-            "  help    this help; 'litetopk help <command>' or 'litetopk <command> --help' for details\n"
+            "  help    this help; 'litetopk help <command>' or 'litetopk <command> --help' for details,\n"
+            "          'litetopk help formats' for the files knn reads and writes\n"
             "\n"
             "Backends: auto (CUDA when built and a GPU is present, else cpu; env LTK_BACKEND overrides), cpu,\n"
             "cuda, ref (slow oracle). Exit status: 0 success, 1 failure, 2 bad usage.\n");
@@ -68,6 +83,10 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "help")) {
         if (argc < 3) {
             print_help(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (!strcmp(argv[2], "formats")) {
+            print_formats();
             return CLI_EXIT_OK;
         }
         help_argv[0] = argv[0], help_argv[1] = argv[2], help_argv[2] = "--help";

@@ -59,9 +59,26 @@ expect 2 "out of range" -- "$ltk" bench dsa --H 0
 expect 2 "exceeds" -- "$ltk" bench dsa --T 100 --S 10
 expect 2 "" -- "$ltk"
 
+# --- files that are not regular files: refused with a message, never a hang or a bogus size
+mkfifo "$dir/fifo.fbin" && expect 1 "is a FIFO" -- timeout 20 "$ltk" knn --base "$dir/fifo.fbin" --queries "$dir/queries.fbin" -k 3
+ln -s /dev/zero "$dir/zero.fbin" && expect 1 "is a character device" -- "$ltk" knn --base "$dir/zero.fbin" --queries "$dir/queries.fbin" -k 3
+mkdir -p "$dir/dir.fbin" && expect 1 "is a directory" -- "$ltk" knn --base "$dir/dir.fbin" --queries "$dir/queries.fbin" -k 3
+
+# --- a NaN query row: answered (NaN ranks last), with one warning for its file
+printf '\003\000\000\000\002\000\000\000\000\000\200\077\000\000\000\000\000\000\000\000\000\000\200\077\000\000\200\077\000\000\200\077' >"$dir/b3.fbin"
+printf '\002\000\000\000\002\000\000\000\000\000\200\077\000\000\000\000\000\000\300\177\000\000\200\077' >"$dir/qnan.fbin"
+expect 0 "1 of 2 query rows hold NaN or inf (first: row 1)" -- "$ltk" knn --base "$dir/b3.fbin" --queries "$dir/qnan.fbin" -k 2
+[ "$("$ltk" knn --base "$dir/b3.fbin" --queries "$dir/qnan.fbin" -k 2 2>&1 | grep -c warning)" -eq 1 ] || fail "the NaN warning is not printed exactly once"
+expect 0 "^1: 0:nan 1:nan" -- "$ltk" knn --base "$dir/b3.fbin" --queries "$dir/qnan.fbin" -k 2
+
+# --- the demo says which path is faster in words, and the hot set it really carried
+expect 0 "fused is .*materialize" -- "$ltk" demo --quick
+expect 0 "of top-k in the [0-9]*-key hot set" -- "$ltk" demo --quick
+
 # --- help and version
 expect 0 "usage: litetopk knn" -- "$ltk" knn --help
 expect 0 "usage: litetopk demo" -- "$ltk" help demo
+expect 0 "big-ann-benchmarks" -- "$ltk" help formats
 expect 0 "bench dsa" -- "$ltk" bench --help
 expect 0 "litetopk 0." -- "$ltk" --version
 
