@@ -168,8 +168,11 @@ def float_code(a: Arr, explicit, allowed, what: str) -> int:
                 and a.itemsize == _RAW_SIZE[exp]:
             code = exp  # raw bit patterns with an explicit element type
         else:
-            hint = " (raw storage needs an explicit dtype=, e.g. dtype='e4m3' for uint8)" \
-                if a.dname in ("uint8", "uint16", "int16") else ""
+            # numpy has no float8/bfloat16: raw bit patterns need the element type spelled out, or
+            # ml_dtypes arrays (pip install "litetopk[fp8]")
+            hint = (" (numpy has no float8 or bfloat16: pass dtype='e4m3' (uint8 storage) or dtype='bf16'"
+                    " (uint16), or use ml_dtypes.float8_e4m3fn / ml_dtypes.bfloat16 arrays:"
+                    " pip install 'litetopk[fp8]')") if a.dname in ("uint8", "uint16", "int16") else ""
             raise TypeError(f"{a.name}: dtype {a.dname} is not supported for {what}{hint}")
     elif exp is not None and exp != code:
         raise TypeError(f"{a.name}: dtype {a.dname} contradicts dtype={explicit!r}")

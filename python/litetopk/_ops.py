@@ -457,7 +457,8 @@ def _split_kv(kv):
 
 def fp8_mqa_topk(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, topk, *, clean_logits=False,
                  max_seqlen_k=0, logits_dtype=None, relative=True, sorted=False, return_scores=False, state=None,
-                 out=None, backend="auto", algo="fused", workspace=None, stats=None, num_threads=0, stream=None):
+                 out=None, backend="auto", algo="fused", workspace=None, stats=None, dtype=None, num_threads=0,
+                 stream=None):
     """DeepGEMM ``fp8_fp4_mqa_logits`` + vLLM ``top_k_per_row_prefill`` in one exact call.
 
     Takes the arguments the way vLLM passes them to DeepGEMM::
@@ -483,6 +484,9 @@ def fp8_mqa_topk(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, topk, *, 
         Keys per row (2048 for DeepSeek-V3.2 / GLM-5, 512 or 1024 for V4).
     clean_logits, max_seqlen_k, logits_dtype
         Accepted for signature compatibility and ignored: no logits are materialised.
+    dtype : None or "e4m3"
+        The element type of raw ``uint8`` storage of ``q`` and ``k`` (numpy has no float8 dtype;
+        an ``ml_dtypes.float8_e4m3fn`` array or a torch ``float8_e4m3fn`` tensor needs none).
     relative, sorted, return_scores, state, out, backend, algo, workspace, stats, num_threads, stream
         As in :func:`indexer_topk`. ``out`` may be vLLM's ``topk_indices_buffer[:T]``; it needs no
         ``-1`` pre-fill, every slot is written.
@@ -498,7 +502,7 @@ def fp8_mqa_topk(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, topk, *, 
     k, k_scale = _split_kv(kv)
     return indexer_topk(q, k, k_scale, weights, cu_seq_len_k_start, cu_seq_len_k_end, topk, relative=relative,
                         sorted=sorted, return_scores=return_scores, state=state, out=out, backend=backend, algo=algo,
-                        workspace=workspace, stats=stats, num_threads=num_threads, stream=stream)
+                        workspace=workspace, stats=stats, dtype=dtype, num_threads=num_threads, stream=stream)
 
 
 # ---- kNN -----------------------------------------------------------------------------------------------

@@ -276,6 +276,23 @@ def test_fp8_mqa_topk_vllm_call(rng):
     assert n >= 0
 
 
+def test_fp8_mqa_topk_raw_uint8(rng):
+    # numpy has no float8: raw uint8 storage works with dtype="e4m3", and without it the message says
+    # exactly that (and names ml_dtypes), for fp8_mqa_topk as for indexer_topk
+    p = make_problem(rng, T=6, S=90, H=4, D=16, dtype="e4m3", ctx=30)
+    T, topk = 6, 12
+    ks, ke = np.zeros(T, np.int32), np.full(T, 90, np.int32)
+    got = litetopk.fp8_mqa_topk((p["q"], None), (p["kv"], p["kv_scale"]), p["weights"], ks, ke, topk, dtype="e4m3")
+    direct = litetopk.indexer_topk(p["q"], p["kv"], p["kv_scale"], p["weights"], ks, ke, topk, dtype="e4m3")
+    np.testing.assert_array_equal(got, direct)
+    p["ks"], p["ke"] = ks, ke
+    check_all(p, got, topk, relative=True)
+    with pytest.raises(TypeError, match=r"dtype='e4m3'.*ml_dtypes"):
+        litetopk.fp8_mqa_topk((p["q"], None), (p["kv"], p["kv_scale"]), p["weights"], ks, ke, topk)
+    with pytest.raises(TypeError, match=r"dtype='e4m3'.*ml_dtypes"):
+        litetopk.indexer_topk(p["q"], p["kv"], p["kv_scale"], p["weights"], ks, ke, topk)
+
+
 def test_indexer_empty():
     q = np.zeros((0, 2, 8), np.float32)
     idx = litetopk.indexer_topk(q, np.zeros((5, 8), np.float32), None, np.zeros((0, 2), np.float32), None, None, 4)
