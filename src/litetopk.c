@@ -1,6 +1,7 @@
 /* Front end: validates every argument once, resolves the backend, provides the workspace
  * convenience path, and owns the status strings, the error message and the hot-set state. */
 #include "ltk-impl.h"
+#include "ltk-tune.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,12 +72,8 @@ int ltk_backend_available(ltk_backend b) {
 
 ltk_backend ltk_backend_resolve(ltk_backend b) {
     if (b != LTK_BACKEND_AUTO) return b;
-    const char *env = getenv("LTK_BACKEND");
-    if (env && *env) {
-        if (!strcmp(env, "ref")) return LTK_BACKEND_REF;
-        if (!strcmp(env, "cpu")) return LTK_BACKEND_CPU;
-        if (!strcmp(env, "cuda")) return LTK_BACKEND_CUDA;
-    }
+    const ltk_backend forced = ltk_tune_get()->backend; /* LTK_BACKEND */
+    if (forced != LTK_BACKEND_AUTO) return forced;
     return ltk_backend_available(LTK_BACKEND_CUDA) ? LTK_BACKEND_CUDA : LTK_BACKEND_CPU;
 }
 

@@ -6,6 +6,7 @@
 #include "harness.h"
 
 #include "litetopk.h"
+#include "ltk-tune.h" /* ltk_tune_set: re-read LTK_BACKEND */
 
 #include <pthread.h>
 
@@ -125,16 +126,21 @@ static void test_backend_queries(void) {
 
     /* AUTO: CUDA when usable, else CPU; env LTK_BACKEND overrides. */
     char *saved = getenv("LTK_BACKEND") ? strdup(getenv("LTK_BACKEND")) : NULL;
+    /* the library reads its environment once (ltk-tune.h): the test hook re-reads it */
     unsetenv("LTK_BACKEND");
+    ltk_tune_set(NULL);
     ASSERT_EQ_INT(ltk_backend_resolve(LTK_BACKEND_AUTO),
                   ltk_backend_available(LTK_BACKEND_CUDA) ? LTK_BACKEND_CUDA : LTK_BACKEND_CPU);
     setenv("LTK_BACKEND", "ref", 1);
+    ltk_tune_set(NULL);
     ltk_backend r_ref = ltk_backend_resolve(LTK_BACKEND_AUTO);
     setenv("LTK_BACKEND", "cpu", 1);
+    ltk_tune_set(NULL);
     ltk_backend r_cpu = ltk_backend_resolve(LTK_BACKEND_AUTO);
     ltk_status st_cuda = LTK_OK;
     if (!ltk_backend_available(LTK_BACKEND_CUDA)) {
         setenv("LTK_BACKEND", "cuda", 1);
+        ltk_tune_set(NULL);
         float sc[2] = {1, 2};
         int32_t idx[1] = {POISON};
         ltk_select_args a = {.rows = 1, .cols = 2, .k = 1, .scores = sc, .out_idx = idx};
@@ -143,6 +149,7 @@ static void test_backend_queries(void) {
     }
     if (saved) setenv("LTK_BACKEND", saved, 1);
     else unsetenv("LTK_BACKEND");
+    ltk_tune_set(NULL);
     free(saved);
     ASSERT_EQ_INT(r_ref, LTK_BACKEND_REF);
     ASSERT_EQ_INT(r_cpu, LTK_BACKEND_CPU);

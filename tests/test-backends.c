@@ -27,6 +27,7 @@
 
 #include "decode.h"
 #include "litetopk.h"
+#include "ltk-tune.h" /* test hooks: internal paths this machine or shape would not take */
 
 #include <pthread.h>
 
@@ -1603,10 +1604,14 @@ static void test_knn_screens(void) {
         KC(.B = 3, .N = 4000, .D = 8, .k = 64, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_IP, .gen = K_RANDOM, .threads = 1),
     };
     for (int pass = 0; pass < 2; pass++) {
-        if (pass) setenv("LTK_CPU_KNN_SCREEN", "bf16", 1);
+        ltk_tune t = *ltk_tune_get();
+        t.cpu_knn_screen_bf16 = pass; /* the second pass on the bf16 screen where int8 would run */
+        ltk_tune_set(&t);
         run_kcases(cs, sizeof cs / sizeof cs[0]);
     }
-    unsetenv("LTK_CPU_KNN_SCREEN");
+    ltk_tune t = *ltk_tune_get();
+    t.cpu_knn_screen_bf16 = 0;
+    ltk_tune_set(&t);
 }
 
 static void test_knn_denormal(void) {
@@ -1763,14 +1768,17 @@ static void test_concurrent_calls(void) {
 }
 
 /* A CPU fused call over S <= 12k keys runs as materialize (fused_dense in src/cpu/indexer.c); the
- * other indexer tests keep the filter (LTK_CPU_FUSED_DENSE=0, set in main), this one lets the
- * dispatch happen on shapes where it does and checks the same properties, fused == materialize
- * bit for bit included. */
+ * other indexer tests keep the filter (the test hook cpu_fused_dense_off, set in main), this one
+ * lets the dispatch happen on shapes where it does and checks the same properties, fused ==
+ * materialize bit for bit included. */
+static void set_fused_dense_off(int off) {
+    ltk_tune t = *ltk_tune_get();
+    t.cpu_fused_dense_off = off;
+    ltk_tune_set(&t);
+}
+
 static void test_indexer_dense_dispatch(void) {
-    const char *prev = getenv("LTK_CPU_FUSED_DENSE");
-    char saved[16] = "";
-    if (prev) snprintf(saved, sizeof saved, "%s", prev);
-    unsetenv("LTK_CPU_FUSED_DENSE");
+    set_fused_dense_off(0);
     const icase cs[] = {
         IC(.T = 5, .S = 3000, .H = 8, .D = 64, .k = 256, .dt = LTK_DTYPE_E4M3, .gen = G_RANDOM, .scale = 1),
         IC(.T = 9, .S = 4099, .H = 64, .D = 128, .k = 2048, .dt = LTK_DTYPE_E4M3, .gen = G_RANDOM,
@@ -1779,14 +1787,13 @@ static void test_indexer_dense_dispatch(void) {
            .flags = LTK_FLAG_UNSORTED),
     };
     run_icases(cs, sizeof cs / sizeof cs[0]);
-    if (prev) setenv("LTK_CPU_FUSED_DENSE", saved, 1);
-    else setenv("LTK_CPU_FUSED_DENSE", "0", 1);
+    set_fused_dense_off(1);
 }
 
 int main(int argc, char **argv) {
     /* the indexer tests exercise the CPU filter even where a fused call would run dense
-     * (test_indexer_dense_dispatch lifts this); overwrite = 0: the caller may choose */
-    setenv("LTK_CPU_FUSED_DENSE", "0", 0);
+     * (test_indexer_dense_dispatch lifts this) */
+    set_fused_dense_off(1);
     init_backends();
     static const t_test tests[] = {
         T_ENTRY(test_select_random),        T_ENTRY(test_select_adversarial),   T_ENTRY(test_select_ranges_strided),

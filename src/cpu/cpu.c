@@ -1,6 +1,7 @@
 /* The fused CPU backend: OpenMP threads over rows (indexer, select) or over the base (kNN),
  * AVX-512 / AVX2 kernels chosen once at run time, a portable scalar fallback. */
 #include "cpu-impl.h"
+#include "ltk-tune.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@ int ltkc_threads(const ltk_exec *e) {
 }
 
 static const ltkc_kern *pick_kernels(void) {
-    const char *env = getenv("LTK_CPU_KERNELS"); /* testing: force "scalar", "avx2", "avx512" */
+    const char *env = ltk_tune_get()->cpu_kernels; /* LTK_CPU_KERNELS: force "scalar", "avx2", "avx512" */
 #if defined(LTKC_X86)
     __builtin_cpu_init();
     int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

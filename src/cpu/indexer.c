@@ -19,6 +19,7 @@
  * parts. The hot-set vote counts keys instead of sorting T k of them (vote_counting).
  */
 #include "cpu-impl.h"
+#include "ltk-tune.h"
 
 #include <math.h>
 #include <omp.h>
@@ -101,8 +102,8 @@ static plan make_plan(const ltk_indexer_args *a, const ltk_exec *e) {
      * scores in bf16 (vdpbf16ps), AVX-512 VNNI (vpdpbusd: twice the bf16 product rate). */
     p.scr_ws = e->algo == LTK_ALGO_FUSED && a->dtype == LTK_DTYPE_E4M3 && p.g.bf16 && K->idx8_screen &&
                K->idx8_pack_keys && K->idx8_pack_query && a->D <= 1024 && a->H <= 128 && ltkc_cpu_vnni();
-    const char *env = getenv("LTK_CPU_IDX_SCREEN"); /* 0: off (A/B and tests); the workspace keeps its room */
-    p.screen8 = p.scr_ws && !(env && !strcmp(env, "0"));
+    /* the test hook turns the screen off (the workspace keeps its room) */
+    p.screen8 = p.scr_ws && !ltk_tune_get()->cpu_idx_screen_off;
     p.D4 = (a->D + 3) / 4;
     if (p.scr_ws) { /* T=256 S=64K k=2048: 507 ms with 512 sample keys, 490 with 2048, 500 with 4096 */
         p.cold = COLD_SAMPLE_SCR;
@@ -661,8 +662,7 @@ static int cmp_i32(const void *x, const void *y) {
  * tests of the fused path set it). */
 static int fused_dense(const ltk_indexer_args *a, const ltk_exec *e) {
     if (e->algo != LTK_ALGO_FUSED) return 0;
-    const char *env = getenv("LTK_CPU_FUSED_DENSE");
-    if (env && !strcmp(env, "0")) return 0;
+    if (ltk_tune_get()->cpu_fused_dense_off) return 0; /* test hook: keep the filter */
     return a->S <= 12 * (int64_t)a->k;
 }
 

@@ -49,6 +49,7 @@
  * fallback_rows; its candidates/compactions stats add both passes.
  */
 #include "cpu-impl.h"
+#include "ltk-tune.h"
 
 #include <math.h>
 #include <omp.h>
@@ -146,8 +147,8 @@ static plan make_plan(const ltk_knn_args *a, const ltk_exec *e) {
     }
     const ltkc_kern *K = ltkc_kernels();
     p.screen = K->has_bf16 && K->knn_screen && p.mode == LTKC_MODE_BINS && e->algo == LTK_ALGO_FUSED;
-    const char *env = getenv("LTK_CPU_KNN_SCREEN"); /* testing: "bf16" keeps the bf16 screen */
-    p.screen8 = p.screen && K->knn8_screen && a->D <= 1024 && ltkc_cpu_vnni() && !(env && !strcmp(env, "bf16"));
+    /* the test hook keeps the bf16 screen where int8 would run */
+    p.screen8 = p.screen && K->knn8_screen && a->D <= 1024 && ltkc_cpu_vnni() && !ltk_tune_get()->cpu_knn_screen_bf16;
     p.qw = p.screen8 ? (a->D + 3) / 4 : p.D2;
     p.qas = p.screen8 ? LTKC_QA8 : 4;
     if (p.nth > 1 && a->N < (int64_t)p.nth * NT * 4) p.nth = (int)(a->N / (NT * 4)) + 1; /* small bases */
