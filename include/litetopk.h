@@ -32,6 +32,10 @@
  * message with details is available from ltk_last_error(). Invalid arguments never abort and
  * never cause a write outside the documented outputs.
  *
+ * ALIGNMENT. Every array pointer must be aligned to its element size: 4 bytes for fp32 and int32
+ * arrays, 8 for int64, 2 for fp16/bf16, 1 for e4m3 (what malloc, cudaMalloc, numpy and torch give,
+ * and any strided view of them). A misaligned pointer is refused with LTK_EINVAL.
+ *
  * MEMORY. Each operation has a *_workspace_size() query. Pass a workspace of at least that many
  * bytes in ltk_exec (host memory for CPU backends, device memory for CUDA) and the call allocates
  * nothing (CUDA-graph capturable on the CUDA backend). With workspace == NULL the call allocates
@@ -50,6 +54,16 @@ extern "C" {
 #define LTK_VERSION_MAJOR 0
 #define LTK_VERSION_MINOR 1
 #define LTK_VERSION_PATCH 0
+
+/* Limits, checked by every call (and by the CLI's options and the Python binding). */
+#define LTK_INDEXER_MAX_K 8192   /* indexer and prefill top-k */
+#define LTK_INDEXER_MAX_H 128    /* indexer heads */
+#define LTK_INDEXER_MAX_D 256    /* indexer head dimension */
+#define LTK_KNN_MAX_K 16384      /* kNN neighbours */
+#define LTK_KNN_MAX_D 65536      /* kNN dimension */
+#define LTK_SELECT_MAX_K 65536   /* select top-k */
+#define LTK_STATE_MAX_SIZE (1 << 20) /* hot-set keys of an ltk_indexer_state */
+#define LTK_MAX_ROWS 2147483647LL    /* T, S, B, rows, cols, L: 2^31 - 1 */
 
 #if defined(_WIN32) && defined(LTK_SHARED_BUILD)
 #  define LTK_API __declspec(dllexport)
@@ -164,7 +178,8 @@ typedef struct ltk_exec {
  *   out_idx    [T, k] int32, row t at out_idx[t*out_stride]; index relative to ks[t]
  *              (absolute s with LTK_FLAG_ABSOLUTE); -1 padding
  *   out_scores [T, k] fp32 or NULL, same stride; -inf padding
- * Limits: 1 <= H <= 128, 1 <= D <= 256, 1 <= k <= 8192, S <= 2^31 - 1, T <= 2^31 - 1.
+ * Limits: 1 <= H <= LTK_INDEXER_MAX_H (128), 1 <= D <= LTK_INDEXER_MAX_D (256),
+ * 1 <= k <= LTK_INDEXER_MAX_K (8192), S and T <= 2^31 - 1.
  * A row with ke - ks <= k returns its keys in index order (0..len-1, then -1) when
  * LTK_FLAG_UNSORTED is set and out_scores is NULL, without scoring anything; otherwise they are
  * scored and sorted.
@@ -201,8 +216,10 @@ typedef struct ltk_indexer_args {
 LTK_API ltk_status ltk_indexer_workspace_size(const ltk_indexer_args *args, const ltk_exec *exec, size_t *bytes);
 LTK_API ltk_status ltk_indexer_topk(const ltk_indexer_args *args, const ltk_exec *exec);
 
-/* Hot-set state for one request across its chunks. sample_size = k' (e.g. 3*k); 1..1<<20.
- * A CUDA state keeps its keys in device memory and is updated on the call's stream. */
+/* Hot-set state for one request across its chunks. sample_size = k' (e.g. 3*k); 1..LTK_STATE_MAX_SIZE.
+ * A CUDA state keeps its keys in device memory and is updated on the call's stream. Every state
+ * function and ltk_indexer_topk check that the pointer is a state made by this library (a pointer
+ * to anything else is refused with LTK_EINVAL; using a freed state is undefined, as with free()). */
 LTK_API ltk_status ltk_indexer_state_create(ltk_backend backend, int32_t sample_size, ltk_indexer_state **out);
 LTK_API void ltk_indexer_state_free(ltk_indexer_state *state);
 LTK_API ltk_status ltk_indexer_state_reset(ltk_indexer_state *state); /* back to cold start */
@@ -261,7 +278,8 @@ LTK_API ltk_status ltk_prefill_run(const ltk_prefill_args *args, const ltk_exec 
  *   queries [B, D], base [N, D] (dtype F32, F16 or BF16; strides in elements, 0 = D)
  *   out_idx [B, k] int64 (-1 padding), out_scores [B, k] fp32 or NULL (padding: -inf, or +inf for L2)
  * For L2 the best entries are the SMALLEST distances: the order is distance ascending, ties by
- * lower index, NaN last. k may exceed N (padding). Limits: 1 <= k <= 16384, 1 <= D <= 65536.
+ * lower index, NaN last. k may exceed N (padding). Limits: 1 <= k <= LTK_KNN_MAX_K (16384),
+ * 1 <= D <= LTK_KNN_MAX_D (65536).
  * ------------------------------------------------------------------------------------------- */
 typedef struct ltk_knn_args {
     int64_t B, N;
@@ -288,7 +306,7 @@ LTK_API ltk_status ltk_knn_topk(const ltk_knn_args *args, const ltk_exec *exec);
  *   starts, ends [rows] int32 or NULL: valid range [starts[r], ends[r]) within [0, cols)
  *   out_idx [rows, k] int32, relative to starts[r] (absolute with LTK_FLAG_ABSOLUTE); -1 padding
  *   out_scores [rows, k] fp32 or NULL; -inf padding
- * Limits: 1 <= k <= 65536, cols <= 2^31 - 1.
+ * Limits: 1 <= k <= LTK_SELECT_MAX_K (65536), cols <= 2^31 - 1.
  * ------------------------------------------------------------------------------------------- */
 typedef struct ltk_select_args {
     int64_t rows, cols;

@@ -1,11 +1,58 @@
-/* Host helpers shared by the ref and cpu backends: dtype decoding, aligned memory, and the
- * hot-set vote that carries a chunk's top-k to the next chunk of the same request. */
+/* Helpers every part of the library shares: the per-thread error message and the status strings,
+ * dtype sizes and decoding, aligned host memory, and the hot-set vote that carries a chunk's top-k
+ * to the next chunk of the same request. */
 #include "ltk-impl.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- errors ------------------------------------------------------------------------------- */
+static _Thread_local char ltk_errbuf[512];
+
+ltk_status ltk_error(ltk_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ltk_errbuf, sizeof ltk_errbuf, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void ltk_clear_error(void) { ltk_errbuf[0] = '\0'; }
+
+const char *ltk_last_error(void) { return ltk_errbuf; }
+
+const char *ltk_status_str(ltk_status status) {
+    switch (status) {
+#define LTK_X_CASE(name, value, text) \
+    case name:                        \
+        return text;
+        LTK_STATUS_LIST(LTK_X_CASE)
+#undef LTK_X_CASE
+    }
+    return "unknown status";
+}
+
+size_t ltk_dtype_size(ltk_dtype dtype) {
+    switch (dtype) {
+    case LTK_DTYPE_F32: return 4;
+    case LTK_DTYPE_F16: return 2;
+    case LTK_DTYPE_BF16: return 2;
+    case LTK_DTYPE_E4M3: return 1;
+    }
+    return 0;
+}
+
+ltk_status ltk_state_check(const ltk_indexer_state *st, const char *what) {
+    if (st == NULL) return ltk_error(LTK_EINVAL, "%s is NULL", what);
+    if (st->tag != LTK_STATE_TAG)
+        return ltk_error(LTK_EINVAL, "%s is not a live ltk_indexer_state (made by ltk_indexer_state_create, not freed)",
+                         what);
+    return LTK_OK;
+}
+
+/* ---- dtypes ------------------------------------------------------------------------------- */
 float ltk_e4m3_to_f32(uint8_t v) {
     /* OCP e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa; no infinities; S.1111.111 is NaN. */
     uint32_t sign = v >> 7, exp = (v >> 3) & 0xf, man = v & 0x7;

@@ -1,47 +1,12 @@
 /* Front end: validates every argument once, resolves the backend, provides the workspace
- * convenience path, and owns the status strings, the error message and the hot-set state. */
+ * convenience path, and owns the hot-set state. The error message and the status strings are in
+ * common.c (the backends use them too). */
 #include "ltk-impl.h"
 #include "ltk-tune.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- errors ------------------------------------------------------------------------------- */
-static _Thread_local char ltk_errbuf[512];
-
-ltk_status ltk_error(ltk_status status, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ltk_errbuf, sizeof ltk_errbuf, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
-void ltk_clear_error(void) { ltk_errbuf[0] = '\0'; }
-
-const char *ltk_last_error(void) { return ltk_errbuf; }
-
-const char *ltk_status_str(ltk_status status) {
-    switch (status) {
-#define LTK_X_CASE(name, value, text) \
-    case name:                        \
-        return text;
-        LTK_STATUS_LIST(LTK_X_CASE)
-#undef LTK_X_CASE
-    }
-    return "unknown status";
-}
-
-size_t ltk_dtype_size(ltk_dtype dtype) {
-    switch (dtype) {
-    case LTK_DTYPE_F32: return 4;
-    case LTK_DTYPE_F16: return 2;
-    case LTK_DTYPE_BF16: return 2;
-    case LTK_DTYPE_E4M3: return 1;
-    }
-    return 0;
-}
 
 /* ---- backend table ------------------------------------------------------------------------ */
 static const ltk_backend_i *backend_table(ltk_backend b) {
@@ -132,14 +97,19 @@ static ltk_status check_ranges_host(const int32_t *ks, const int32_t *ke, int64_
     return LTK_OK;
 }
 
+/* ALIGNMENT of litetopk.h: every array pointer aligned to its element size. */
+#define LTK_CHECK_ALIGNED(ptr, size)                                                                 \
+    LTK_RETURN_IF(!ltk_aligned((ptr), (size)), LTK_EINVAL, "%s=%p is not aligned to its %d-byte elements", #ptr, \
+                  (const void *)(ptr), (int)(size))
+
 static ltk_status indexer_fill(const ltk_indexer_args *in, ltk_indexer_args *a, const ltk_backend_i *bi) {
     LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
     *a = *in;
-    LTK_RETURN_IF(a->T < 0 || a->T > INT32_MAX, LTK_EINVAL, "T=%lld out of [0, 2^31-1]", (long long)a->T);
-    LTK_RETURN_IF(a->S < 0 || a->S > INT32_MAX, LTK_EINVAL, "S=%lld out of [0, 2^31-1]", (long long)a->S);
-    LTK_RETURN_IF(a->H < 1 || a->H > 128, LTK_EINVAL, "H=%d out of [1, 128]", a->H);
-    LTK_RETURN_IF(a->D < 1 || a->D > 256, LTK_EINVAL, "D=%d out of [1, 256]", a->D);
-    LTK_RETURN_IF(a->k < 1 || a->k > 8192, LTK_EINVAL, "k=%d out of [1, 8192]", a->k);
+    LTK_RETURN_IF(a->T < 0 || a->T > LTK_MAX_ROWS, LTK_EINVAL, "T=%lld out of [0, 2^31-1]", (long long)a->T);
+    LTK_RETURN_IF(a->S < 0 || a->S > LTK_MAX_ROWS, LTK_EINVAL, "S=%lld out of [0, 2^31-1]", (long long)a->S);
+    LTK_RETURN_IF(a->H < 1 || a->H > LTK_INDEXER_MAX_H, LTK_EINVAL, "H=%d out of [1, %d]", a->H, LTK_INDEXER_MAX_H);
+    LTK_RETURN_IF(a->D < 1 || a->D > LTK_INDEXER_MAX_D, LTK_EINVAL, "D=%d out of [1, %d]", a->D, LTK_INDEXER_MAX_D);
+    LTK_RETURN_IF(a->k < 1 || a->k > LTK_INDEXER_MAX_K, LTK_EINVAL, "k=%d out of [1, %d]", a->k, LTK_INDEXER_MAX_K);
     LTK_RETURN_IF(a->dtype != LTK_DTYPE_E4M3 && a->dtype != LTK_DTYPE_BF16 && a->dtype != LTK_DTYPE_F32,
                   LTK_EINVAL, "indexer dtype %d: expected E4M3, BF16 or F32", (int)a->dtype);
     LTK_RETURN_IF(a->flags & ~(LTK_FLAG_UNSORTED | LTK_FLAG_ABSOLUTE), LTK_EINVAL, "unknown flags 0x%x",
@@ -158,7 +128,17 @@ static ltk_status indexer_fill(const ltk_indexer_args *in, ltk_indexer_args *a, 
         LTK_RETURN_IF(a->S > 0 && !a->kv, LTK_EINVAL, "kv is NULL");
     }
     LTK_RETURN_IF((a->ks == NULL) != (a->ke == NULL), LTK_EINVAL, "ks and ke must both be given or both be NULL");
+    const size_t el = ltk_dtype_size(a->dtype);
+    LTK_CHECK_ALIGNED(a->q, el);
+    LTK_CHECK_ALIGNED(a->kv, el);
+    LTK_CHECK_ALIGNED(a->kv_scale, 4);
+    LTK_CHECK_ALIGNED(a->weights, 4);
+    LTK_CHECK_ALIGNED(a->ks, 4);
+    LTK_CHECK_ALIGNED(a->ke, 4);
+    LTK_CHECK_ALIGNED(a->out_idx, 4);
+    LTK_CHECK_ALIGNED(a->out_scores, 4);
     if (a->state) {
+        LTK_FORWARD_IF(ltk_state_check(a->state, "state"));
         LTK_RETURN_IF(backend_table(a->state->backend) != bi, LTK_EINVAL,
                       "state belongs to backend '%s', the call runs on '%s'", ltk_backend_name(a->state->backend),
                       bi->name);
@@ -170,10 +150,10 @@ static ltk_status indexer_fill(const ltk_indexer_args *in, ltk_indexer_args *a, 
 static ltk_status knn_fill(const ltk_knn_args *in, ltk_knn_args *a) {
     LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
     *a = *in;
-    LTK_RETURN_IF(a->B < 0 || a->B > INT32_MAX, LTK_EINVAL, "B=%lld out of [0, 2^31-1]", (long long)a->B);
+    LTK_RETURN_IF(a->B < 0 || a->B > LTK_MAX_ROWS, LTK_EINVAL, "B=%lld out of [0, 2^31-1]", (long long)a->B);
     LTK_RETURN_IF(a->N < 0, LTK_EINVAL, "N=%lld < 0", (long long)a->N);
-    LTK_RETURN_IF(a->D < 1 || a->D > 65536, LTK_EINVAL, "D=%d out of [1, 65536]", a->D);
-    LTK_RETURN_IF(a->k < 1 || a->k > 16384, LTK_EINVAL, "k=%d out of [1, 16384]", a->k);
+    LTK_RETURN_IF(a->D < 1 || a->D > LTK_KNN_MAX_D, LTK_EINVAL, "D=%d out of [1, %d]", a->D, LTK_KNN_MAX_D);
+    LTK_RETURN_IF(a->k < 1 || a->k > LTK_KNN_MAX_K, LTK_EINVAL, "k=%d out of [1, %d]", a->k, LTK_KNN_MAX_K);
     LTK_RETURN_IF(a->dtype != LTK_DTYPE_F32 && a->dtype != LTK_DTYPE_F16 && a->dtype != LTK_DTYPE_BF16, LTK_EINVAL,
                   "kNN dtype %d: expected F32, F16 or BF16", (int)a->dtype);
     LTK_RETURN_IF((int)a->metric < 0 || a->metric > LTK_METRIC_COS, LTK_EINVAL, "unknown metric %d", (int)a->metric);
@@ -188,15 +168,20 @@ static ltk_status knn_fill(const ltk_knn_args *in, ltk_knn_args *a) {
         LTK_RETURN_IF(!a->queries || !a->out_idx, LTK_EINVAL, "queries and out_idx are required");
         LTK_RETURN_IF(a->N > 0 && !a->base, LTK_EINVAL, "base is NULL");
     }
+    const size_t el = ltk_dtype_size(a->dtype);
+    LTK_CHECK_ALIGNED(a->queries, el);
+    LTK_CHECK_ALIGNED(a->base, el);
+    LTK_CHECK_ALIGNED(a->out_idx, 8);
+    LTK_CHECK_ALIGNED(a->out_scores, 4);
     return LTK_OK;
 }
 
 static ltk_status select_fill(const ltk_select_args *in, ltk_select_args *a, const ltk_backend_i *bi) {
     LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
     *a = *in;
-    LTK_RETURN_IF(a->rows < 0 || a->rows > INT32_MAX, LTK_EINVAL, "rows=%lld out of [0, 2^31-1]", (long long)a->rows);
-    LTK_RETURN_IF(a->cols < 0 || a->cols > INT32_MAX, LTK_EINVAL, "cols=%lld out of [0, 2^31-1]", (long long)a->cols);
-    LTK_RETURN_IF(a->k < 1 || a->k > 65536, LTK_EINVAL, "k=%d out of [1, 65536]", a->k);
+    LTK_RETURN_IF(a->rows < 0 || a->rows > LTK_MAX_ROWS, LTK_EINVAL, "rows=%lld out of [0, 2^31-1]", (long long)a->rows);
+    LTK_RETURN_IF(a->cols < 0 || a->cols > LTK_MAX_ROWS, LTK_EINVAL, "cols=%lld out of [0, 2^31-1]", (long long)a->cols);
+    LTK_RETURN_IF(a->k < 1 || a->k > LTK_SELECT_MAX_K, LTK_EINVAL, "k=%d out of [1, %d]", a->k, LTK_SELECT_MAX_K);
     LTK_RETURN_IF(a->dtype != LTK_DTYPE_F32 && a->dtype != LTK_DTYPE_F16 && a->dtype != LTK_DTYPE_BF16, LTK_EINVAL,
                   "select dtype %d: expected F32, F16 or BF16", (int)a->dtype);
     LTK_RETURN_IF(a->flags & ~(LTK_FLAG_UNSORTED | LTK_FLAG_ABSOLUTE), LTK_EINVAL, "unknown flags 0x%x", a->flags);
@@ -211,6 +196,11 @@ static ltk_status select_fill(const ltk_select_args *in, ltk_select_args *a, con
     }
     LTK_RETURN_IF((a->starts == NULL) != (a->ends == NULL), LTK_EINVAL,
                   "starts and ends must both be given or both be NULL");
+    LTK_CHECK_ALIGNED(a->scores, ltk_dtype_size(a->dtype));
+    LTK_CHECK_ALIGNED(a->starts, 4);
+    LTK_CHECK_ALIGNED(a->ends, 4);
+    LTK_CHECK_ALIGNED(a->out_idx, 4);
+    LTK_CHECK_ALIGNED(a->out_scores, 4);
     if (is_host_backend(bi)) LTK_FORWARD_IF(check_ranges_host(a->starts, a->ends, a->rows, a->cols));
     return LTK_OK;
 }
@@ -281,7 +271,7 @@ ltk_status ltk_indexer_state_create(ltk_backend backend, int32_t sample_size, lt
     ltk_clear_error();
     LTK_RETURN_IF(out == NULL, LTK_EINVAL, "out is NULL");
     *out = NULL;
-    LTK_RETURN_IF(sample_size < 1 || sample_size > (1 << 20), LTK_EINVAL, "sample_size=%d out of [1, 2^20]",
+    LTK_RETURN_IF(sample_size < 1 || sample_size > LTK_STATE_MAX_SIZE, LTK_EINVAL, "sample_size=%d out of [1, 2^20]",
                   sample_size);
     ltk_exec e = {0};
     e.backend = backend;
@@ -289,6 +279,7 @@ ltk_status ltk_indexer_state_create(ltk_backend backend, int32_t sample_size, lt
     LTK_FORWARD_IF(pick_backend(&e, &bi));
     ltk_indexer_state *st = calloc(1, sizeof *st);
     LTK_RETURN_IF(st == NULL, LTK_ENOMEM, "state allocation failed");
+    st->tag = LTK_STATE_TAG;
     st->backend = ltk_backend_resolve(backend);
     st->capacity = sample_size;
     ltk_status s = bi->mem_alloc(sizeof(int32_t) * ((size_t)sample_size + 1), (void **)&st->keys);
@@ -308,22 +299,24 @@ ltk_status ltk_indexer_state_create(ltk_backend backend, int32_t sample_size, lt
 }
 
 void ltk_indexer_state_free(ltk_indexer_state *st) {
-    if (!st) return;
+    if (!st || st->tag != LTK_STATE_TAG) return; /* NULL, freed or foreign: nothing of ours to free */
     const ltk_backend_i *bi = backend_table(st->backend);
     if (bi && st->keys) bi->mem_free(st->keys);
+    st->tag = 0;
     free(st);
 }
 
 ltk_status ltk_indexer_state_reset(ltk_indexer_state *st) {
     ltk_clear_error();
-    LTK_RETURN_IF(st == NULL, LTK_EINVAL, "state is NULL");
+    LTK_FORWARD_IF(ltk_state_check(st, "state"));
     int32_t zero = 0;
     return backend_table(st->backend)->mem_from_host(st->keys, &zero, sizeof zero);
 }
 
 ltk_status ltk_indexer_state_get(const ltk_indexer_state *st, int32_t *idx, int32_t cap, int32_t *count) {
     ltk_clear_error();
-    LTK_RETURN_IF(st == NULL || count == NULL, LTK_EINVAL, "state and count are required");
+    LTK_FORWARD_IF(ltk_state_check(st, "state"));
+    LTK_RETURN_IF(count == NULL, LTK_EINVAL, "count is NULL");
     LTK_RETURN_IF(cap < 0 || (cap > 0 && idx == NULL), LTK_EINVAL, "idx is NULL with cap=%d", cap);
     const ltk_backend_i *bi = backend_table(st->backend);
     int32_t n = 0;
@@ -337,7 +330,7 @@ ltk_status ltk_indexer_state_get(const ltk_indexer_state *st, int32_t *idx, int3
 
 ltk_status ltk_indexer_state_set(ltk_indexer_state *st, const int32_t *idx, int32_t count) {
     ltk_clear_error();
-    LTK_RETURN_IF(st == NULL, LTK_EINVAL, "state is NULL");
+    LTK_FORWARD_IF(ltk_state_check(st, "state"));
     LTK_RETURN_IF(count < 0 || (count > 0 && idx == NULL), LTK_EINVAL, "idx is NULL or count=%d < 0", count);
     ltk_status s = ltk_state_set_host_list(st, idx, count, backend_table(st->backend)->mem_from_host);
     return s;
@@ -345,6 +338,7 @@ ltk_status ltk_indexer_state_set(ltk_indexer_state *st, const int32_t *idx, int3
 
 /* ---- info --------------------------------------------------------------------------------- */
 ltk_status ltk_info(char *buf, size_t cap) {
+    ltk_clear_error();
     LTK_RETURN_IF(buf == NULL || cap == 0, LTK_EINVAL, "buf is NULL or cap is 0");
     size_t n = 0;
     n += (size_t)snprintf(buf + n, cap > n ? cap - n : 0, "litetopk %d.%d.%d\nbuild: %s%s\n", LTK_VERSION_MAJOR,

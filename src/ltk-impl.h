@@ -33,12 +33,19 @@ void ltk_clear_error(void);
     } while (0)
 
 /* Hot-set storage: `keys` points to capacity+1 int32 in the backend's memory space:
- * keys[0] = number held, keys[1..] = absolute key indices, best first. */
+ * keys[0] = number held, keys[1..] = absolute key indices, best first. `tag` is LTK_STATE_TAG in a
+ * live state (the front end refuses anything else: a foreign pointer cast to a state, a freed one). */
+#define LTK_STATE_TAG 0x6c746b53u /* "ltkS" */
 struct ltk_indexer_state {
+    uint32_t tag;
     ltk_backend backend;
     int32_t capacity;
     int32_t *keys;
 };
+/* Checks that `st` is a live state; LTK_EINVAL with a message naming `what` otherwise. */
+ltk_status ltk_state_check(const ltk_indexer_state *st, const char *what);
+/* Whether p is aligned to `align` bytes (NULL counts as aligned: the required-pointer checks come first). */
+static inline int ltk_aligned(const void *p, size_t align) { return ((uintptr_t)p & (align - 1)) == 0; }
 
 /* Resolved argument copies with defaults filled in (strides, ranges). */
 typedef struct ltk_backend_i {

@@ -14,26 +14,46 @@ typedef struct {
 
 static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
 
-/* Rows per chunk: the requested chunk (default 8192), never more than L. */
-static int64_t chunk_rows(const ltk_prefill_args *a) {
-    int64_t C = a->chunk ? a->chunk : 8192;
-    if (C > a->L) C = a->L > 0 ? a->L : 1;
-    return C;
-}
-
-static ltk_status prefill_check(const ltk_prefill_args *a) {
-    LTK_RETURN_IF(a == NULL, LTK_EINVAL, "args is NULL");
-    LTK_RETURN_IF(a->L < 0 || a->L > INT32_MAX, LTK_EINVAL, "L=%lld out of [0, 2^31-1]", (long long)a->L);
+/* Validates the arguments once, for the size query and the run alike, and resolves the defaults:
+ * strides, the chunk (default 8192 rows, never more than L), the hot-set size (3k) and the output
+ * stride. */
+static ltk_status prefill_fill(const ltk_prefill_args *in, ltk_prefill_args *a) {
+    LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
+    *a = *in;
+    LTK_RETURN_IF(a->L < 0 || a->L > LTK_MAX_ROWS, LTK_EINVAL, "L=%lld out of [0, 2^31-1]", (long long)a->L);
     LTK_RETURN_IF(a->m < 1, LTK_EINVAL, "compression ratio m=%d < 1", a->m);
     LTK_RETURN_IF(a->chunk < 0, LTK_EINVAL, "chunk=%lld < 0", (long long)a->chunk);
-    LTK_RETURN_IF(a->k < 1 || a->k > 8192, LTK_EINVAL, "k=%d out of [1, 8192]", a->k);
-    LTK_RETURN_IF(a->sample_size < 0 || a->sample_size > (1 << 20), LTK_EINVAL, "sample_size=%d out of [0, 2^20]",
-                  a->sample_size);
+    LTK_RETURN_IF(a->H < 1 || a->H > LTK_INDEXER_MAX_H, LTK_EINVAL, "H=%d out of [1, %d]", a->H, LTK_INDEXER_MAX_H);
+    LTK_RETURN_IF(a->D < 1 || a->D > LTK_INDEXER_MAX_D, LTK_EINVAL, "D=%d out of [1, %d]", a->D, LTK_INDEXER_MAX_D);
+    LTK_RETURN_IF(a->k < 1 || a->k > LTK_INDEXER_MAX_K, LTK_EINVAL, "k=%d out of [1, %d]", a->k, LTK_INDEXER_MAX_K);
+    LTK_RETURN_IF(a->dtype != LTK_DTYPE_E4M3 && a->dtype != LTK_DTYPE_BF16 && a->dtype != LTK_DTYPE_F32,
+                  LTK_EINVAL, "prefill dtype %d: expected E4M3, BF16 or F32", (int)a->dtype);
+    LTK_RETURN_IF(a->sample_size < 0 || a->sample_size > LTK_STATE_MAX_SIZE, LTK_EINVAL,
+                  "sample_size=%d out of [0, 2^20]", a->sample_size);
     LTK_RETURN_IF(a->flags & ~LTK_FLAG_UNSORTED, LTK_EINVAL, "prefill flags 0x%x: only LTK_FLAG_UNSORTED is allowed",
                   a->flags);
     LTK_RETURN_IF(a->out_scores && !a->out_idx, LTK_EINVAL, "out_scores needs out_idx");
     LTK_RETURN_IF(!a->out_idx && !a->callback && a->L > 0, LTK_EINVAL,
                   "neither out_idx nor a callback: the results would be lost");
+    if (a->L > 0) LTK_RETURN_IF(!a->q || !a->weights, LTK_EINVAL, "q and weights are required");
+    if (a->L / a->m > 0) LTK_RETURN_IF(!a->kv, LTK_EINVAL, "kv is NULL");
+    if (a->q_stride_t == 0) a->q_stride_t = (int64_t)a->H * a->D;
+    if (a->kv_stride_s == 0) a->kv_stride_s = a->D;
+    if (a->w_stride_t == 0) a->w_stride_t = a->H;
+    if (a->out_stride == 0) a->out_stride = a->k;
+    LTK_RETURN_IF(a->q_stride_t < (int64_t)a->H * a->D, LTK_EINVAL, "q_stride_t=%lld < H*D=%d",
+                  (long long)a->q_stride_t, a->H * a->D);
+    LTK_RETURN_IF(a->kv_stride_s < a->D, LTK_EINVAL, "kv_stride_s=%lld < D=%d", (long long)a->kv_stride_s, a->D);
+    LTK_RETURN_IF(a->w_stride_t < a->H, LTK_EINVAL, "w_stride_t=%lld < H=%d", (long long)a->w_stride_t, a->H);
+    LTK_RETURN_IF(a->out_idx && a->out_stride < a->k, LTK_EINVAL, "out_stride=%lld < k=%d", (long long)a->out_stride,
+                  a->k);
+    const size_t el = ltk_dtype_size(a->dtype);
+    LTK_RETURN_IF(!ltk_aligned(a->q, el) || !ltk_aligned(a->kv, el) || !ltk_aligned(a->kv_scale, 4) ||
+                      !ltk_aligned(a->weights, 4) || !ltk_aligned(a->out_idx, 4) || !ltk_aligned(a->out_scores, 4),
+                  LTK_EINVAL, "an array pointer is not aligned to its element size");
+    if (a->chunk == 0) a->chunk = 8192;
+    if (a->chunk > a->L) a->chunk = a->L > 0 ? a->L : 1;
+    if (a->sample_size == 0) a->sample_size = 3 * a->k;
     return LTK_OK;
 }
 
@@ -49,8 +69,7 @@ static int64_t chunk_keys(const ltk_prefill_args *a, int64_t t0, int64_t rows) {
 static ltk_indexer_args chunk_args(const ltk_prefill_args *a, int64_t t0, int64_t rows) {
     ltk_indexer_args c;
     memset(&c, 0, sizeof c);
-    int64_t qs = a->q_stride_t ? a->q_stride_t : (int64_t)a->H * a->D;
-    int64_t ws = a->w_stride_t ? a->w_stride_t : a->H;
+    const int64_t qs = a->q_stride_t, ws = a->w_stride_t;
     size_t el = ltk_dtype_size(a->dtype);
     c.T = rows;
     c.S = chunk_keys(a, t0, rows);
@@ -70,8 +89,8 @@ static ltk_indexer_args chunk_args(const ltk_prefill_args *a, int64_t t0, int64_
 }
 
 static ltk_status prefill_layout_of(const ltk_prefill_args *a, const ltk_exec *e, prefill_layout *lay) {
-    int64_t C = chunk_rows(a);
-    int32_t kp = a->sample_size ? a->sample_size : 3 * a->k;
+    const int64_t C = a->chunk;
+    const int32_t kp = a->sample_size;
     /* Dummy non-NULL pointers so the size query validates shapes without touching memory. */
     static int32_t dummy_i;
     static float dummy_f;
@@ -80,7 +99,7 @@ static ltk_status prefill_layout_of(const ltk_prefill_args *a, const ltk_exec *e
      * (host backends validate the ranges: empty ones, readable). */
     int32_t *zr = calloc((size_t)(C > 0 ? C : 1), sizeof(int32_t));
     if (!zr) return ltk_error(LTK_ENOMEM, "prefill: size query allocation failed");
-    struct ltk_indexer_state sz_state = {ltk_backend_resolve(e->backend), kp, &dummy_i};
+    struct ltk_indexer_state sz_state = {LTK_STATE_TAG, ltk_backend_resolve(e->backend), kp, &dummy_i};
     ltk_exec ex = *e;
     ex.workspace = NULL;
     ex.workspace_bytes = 0;
@@ -114,13 +133,14 @@ static ltk_status prefill_layout_of(const ltk_prefill_args *a, const ltk_exec *e
     return LTK_OK;
 }
 
-ltk_status ltk_prefill_workspace_size(const ltk_prefill_args *a, const ltk_exec *e, size_t *bytes) {
+ltk_status ltk_prefill_workspace_size(const ltk_prefill_args *in, const ltk_exec *e, size_t *bytes) {
     ltk_clear_error();
     static const ltk_exec def;
     LTK_RETURN_IF(bytes == NULL, LTK_EINVAL, "bytes is NULL");
-    LTK_FORWARD_IF(prefill_check(a));
+    ltk_prefill_args a;
+    LTK_FORWARD_IF(prefill_fill(in, &a));
     prefill_layout lay;
-    LTK_FORWARD_IF(prefill_layout_of(a, e ? e : &def, &lay));
+    LTK_FORWARD_IF(prefill_layout_of(&a, e ? e : &def, &lay));
     *bytes = lay.total;
     return LTK_OK;
 }
@@ -131,11 +151,13 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-ltk_status ltk_prefill_run(const ltk_prefill_args *a, const ltk_exec *e_in) {
+ltk_status ltk_prefill_run(const ltk_prefill_args *in, const ltk_exec *e_in) {
     ltk_clear_error();
     static const ltk_exec def;
     const ltk_exec *e = e_in ? e_in : &def;
-    LTK_FORWARD_IF(prefill_check(a));
+    ltk_prefill_args args;
+    LTK_FORWARD_IF(prefill_fill(in, &args));
+    const ltk_prefill_args *a = &args;
     const ltk_backend_i *bi = NULL;
     LTK_FORWARD_IF(ltk_backend_lookup(e, &bi));
     prefill_layout lay;
@@ -151,15 +173,14 @@ ltk_status ltk_prefill_run(const ltk_prefill_args *a, const ltk_exec *e_in) {
         LTK_FORWARD_IF(bi->mem_alloc(lay.total, &owned));
         ws = owned;
     }
-    int64_t C = chunk_rows(a);
-    int32_t kp = a->sample_size ? a->sample_size : 3 * a->k;
-    int64_t ostride = a->out_stride ? a->out_stride : a->k;
+    const int64_t C = a->chunk, ostride = a->out_stride;
+    const int32_t kp = a->sample_size;
     char *p = ws + lay.indexer;
     int32_t *ranges_dev = (int32_t *)p;
     p += lay.ranges;
     int32_t *chunk_out = lay.out_idx ? (int32_t *)p : NULL;
     p += lay.out_idx + lay.out_scores;
-    struct ltk_indexer_state state = {ltk_backend_resolve(e->backend), kp, (int32_t *)p};
+    struct ltk_indexer_state state = {LTK_STATE_TAG, ltk_backend_resolve(e->backend), kp, (int32_t *)p};
 
     /* host staging of the ranges, for backends that cannot write them on their stream */
     int32_t *ranges_host = bi->causal_ranges ? NULL : ltk_aligned_alloc(sizeof(int32_t) * 2 * (size_t)C);

@@ -650,6 +650,68 @@ static void test_cuda_unavailable(void) {
     ASSERT_TRUE(st == NULL);
 }
 
+/* ---- adversarial API edges ---------------------------------------------------------------- */
+/* A foreign object cast to a state, a freed state, misaligned arrays, and ltk_info after an error:
+ * a clear status, never a crash, an out-of-bounds or a misaligned read. */
+static void test_api_edges(void) {
+    outs o = {0};
+    /* a foreign object that looks like nothing we made (its bytes would be a wild keys pointer) */
+    uint64_t foreign[8];
+    memset(foreign, 0x5a, sizeof foreign);
+    ltk_indexer_state *fake = (ltk_indexer_state *)foreign;
+    int32_t got[4], n = -1;
+    ASSERT_STATUS(ltk_indexer_state_get(fake, got, 4, &n), LTK_EINVAL, "not a live");
+    ASSERT_STATUS(ltk_indexer_state_set(fake, got, 0), LTK_EINVAL, "not a live");
+    ASSERT_STATUS(ltk_indexer_state_reset(fake), LTK_EINVAL, "not a live");
+    ltk_indexer_state_free(fake); /* not ours: left alone */
+    float q[8] = {1, 2, 3, 4, 5, 6, 7, 8}, kv[8] = {1, 0, 0, 1, 1, 1, 2, 0}, w[2] = {1, 1};
+    int32_t *idx = out_new(&o, sizeof(int32_t) * 2 * 2);
+    ltk_indexer_args ia = {.T = 2, .S = 4, .H = 1, .D = 2, .k = 2, .dtype = LTK_DTYPE_F32, .q = q, .kv = kv,
+                           .weights = w, .out_idx = idx, .state = fake};
+    ltk_exec e = {.backend = LTK_BACKEND_CPU};
+    ASSERT_STATUS(ltk_indexer_topk(&ia, &e), LTK_EINVAL, "not a live");
+    ASSERT_TRUE(outs_untouched(&o));
+    /* a live state is accepted (the tag check lets the real thing through) */
+    ltk_indexer_state *st = NULL;
+    ASSERT_STATUS(ltk_indexer_state_create(LTK_BACKEND_CPU, 8, &st), LTK_OK, NULL);
+    ia.state = st;
+    ASSERT_STATUS(ltk_indexer_topk(&ia, &e), LTK_OK, NULL);
+    ltk_indexer_state_free(st);
+    memset(idx, POISON, sizeof(int32_t) * 4);
+    ia.state = NULL;
+
+    /* misaligned arrays: refused before anything is read */
+    float *sc = (float *)((char *)q + 1);
+    int32_t *sidx = out_new(&o, sizeof(int32_t) * 2);
+    ltk_select_args sa = {.rows = 1, .cols = 4, .k = 2, .dtype = LTK_DTYPE_F32, .scores = sc, .out_idx = sidx};
+    ASSERT_STATUS(ltk_select_topk(&sa, &e), LTK_EINVAL, "aligned");
+    sa.scores = q;
+    sa.out_scores = (float *)((char *)got + 2);
+    ASSERT_STATUS(ltk_select_topk(&sa, &e), LTK_EINVAL, "aligned");
+    ia.weights = (const float *)((const char *)w + 1);
+    ASSERT_STATUS(ltk_indexer_topk(&ia, &e), LTK_EINVAL, "aligned");
+    ia.weights = w;
+    ia.q = (const char *)q + 2;
+    ASSERT_STATUS(ltk_indexer_topk(&ia, &e), LTK_EINVAL, "aligned");
+    int64_t *kidx = out_new(&o, sizeof(int64_t) * 3);
+    ltk_knn_args ka = {.B = 1, .N = 4, .D = 2, .k = 2, .dtype = LTK_DTYPE_F32, .queries = q, .base = kv,
+                       .out_idx = (int64_t *)((char *)kidx + 4)};
+    ASSERT_STATUS(ltk_knn_topk(&ka, &e), LTK_EINVAL, "aligned");
+    ASSERT_TRUE(outs_untouched(&o));
+    /* bf16 needs 2-byte alignment only, e4m3 none */
+    uint16_t raw[16] = {0};
+    ltk_select_args sb = {.rows = 1, .cols = 4, .k = 2, .dtype = LTK_DTYPE_BF16, .scores = raw + 1, .out_idx = got};
+    ASSERT_STATUS(ltk_select_topk(&sb, &e), LTK_OK, NULL);
+
+    /* ltk_info leaves no stale message of an earlier failure */
+    ASSERT_STATUS(ltk_select_topk(NULL, &e), LTK_EINVAL, NULL);
+    ASSERT_TRUE(ltk_last_error()[0] != '\0');
+    char buf[4096];
+    ASSERT_STATUS(ltk_info(buf, sizeof buf), LTK_OK, NULL);
+    ASSERT_TRUE(ltk_last_error()[0] == '\0');
+    outs_free(&o);
+}
+
 /* ---- hot-set state ------------------------------------------------------------------------ */
 static void test_state_api(void) {
     static const ltk_backend bes[] = {LTK_BACKEND_REF, LTK_BACKEND_CPU, LTK_BACKEND_AUTO};
@@ -791,6 +853,8 @@ static void test_prefill_validation(void) {
         test_ctx("prefill: %s", #mutation);                               \
         ASSERT_STATUS(ltk_prefill_run(&a, &e), LTK_EINVAL, msg);          \
         ASSERT_TRUE(outs_untouched(&o));                                  \
+        size_t b_ = 0; /* one validation for the size query and the run */ \
+        ASSERT_STATUS(ltk_prefill_workspace_size(&a, &e, &b_), LTK_EINVAL, msg); \
     } while (0)
     BAD_PREFILL(a.L = -1, "L=-1");
     BAD_PREFILL(a.m = 0, "m=0");
@@ -801,6 +865,15 @@ static void test_prefill_validation(void) {
     BAD_PREFILL(a.flags = LTK_FLAG_ABSOLUTE, "flags");
     BAD_PREFILL(a.out_idx = NULL, "out_scores");
     BAD_PREFILL(a.out_idx = NULL; a.out_scores = NULL, "callback");
+    BAD_PREFILL(a.q = NULL, "q and weights");
+    BAD_PREFILL(a.weights = NULL, "q and weights");
+    BAD_PREFILL(a.kv = NULL, "kv is NULL");
+    BAD_PREFILL(a.out_stride = 1, "out_stride=1");
+    BAD_PREFILL(a.H = 0, "H=0");
+    BAD_PREFILL(a.D = LTK_INDEXER_MAX_D + 1, "D=257");
+    BAD_PREFILL(a.dtype = LTK_DTYPE_F16, "dtype");
+    BAD_PREFILL(a.q_stride_t = 1, "q_stride_t");
+    BAD_PREFILL(a.weights = (const float *)((const char *)w + 2), "aligned");
 #undef BAD_PREFILL
     ltk_prefill_args a = good;
     ASSERT_STATUS(ltk_prefill_run(&a, &e), LTK_OK, NULL);
@@ -820,7 +893,7 @@ int main(int argc, char **argv) {
         T_ENTRY(test_indexer_validation),   T_ENTRY(test_knn_validation),
         T_ENTRY(test_select_validation),    T_ENTRY(test_workspace),
         T_ENTRY(test_cuda_unavailable),     T_ENTRY(test_state_api),
-        T_ENTRY(test_state_backend_mismatch), T_ENTRY(test_prefill_validation),
+        T_ENTRY(test_state_backend_mismatch), T_ENTRY(test_prefill_validation), T_ENTRY(test_api_edges),
     };
     return T_RUN_ALL(tests);
 }

@@ -685,6 +685,57 @@ static void test_knn_rules(void) {
     }
 }
 
+/* The oracle ignores the host's denormal modes: with FTZ/DAZ set (as a -ffast-math program does),
+ * subnormal inputs still rank by their true values and come back unflushed, the same bits as with
+ * the modes clear. x86 only (MXCSR); elsewhere the test has nothing to set. */
+#if defined(__x86_64__) || defined(__SSE__)
+#include <xmmintrin.h>
+static void run_subnormal(int ftz_daz, int32_t *sel_idx, float *sel_val, int64_t *knn_idx, float *knn_val) {
+    /* select: subnormal f32 scores of distinct magnitudes (a flushing reader sees 0 for all) */
+    uint32_t bits[6] = {0x00000005u, 0x00000009u, 0x80000003u, 0x00000001u, 0x00000007u, 0x00400000u};
+    float sc[6];
+    memcpy(sc, bits, sizeof sc);
+    /* kNN: a subnormal query against unit base vectors: scores are the query's own components */
+    float qv[2], base[6] = {1, 0, 0, 1, 0.5f, 0.5f};
+    uint32_t qb[2] = {0x00000010u, 0x00000020u};
+    memcpy(qv, qb, sizeof qv);
+    unsigned saved = _mm_getcsr();
+    if (ftz_daz) _mm_setcsr(saved | 0x8040u);
+    ltk_select_args sa = {.rows = 1, .cols = 6, .k = 4, .dtype = LTK_DTYPE_F32, .scores = sc, .out_idx = sel_idx,
+                          .out_scores = sel_val};
+    ltk_knn_args ka = {.B = 1, .N = 3, .D = 2, .k = 3, .dtype = LTK_DTYPE_F32, .queries = qv, .base = base,
+                       .out_idx = knn_idx, .out_scores = knn_val};
+    ltk_exec e = {.backend = LTK_BACKEND_REF};
+    ltk_status s1 = ltk_select_topk(&sa, &e), s2 = ltk_knn_topk(&ka, &e);
+    unsigned after = _mm_getcsr();
+    _mm_setcsr(saved);
+    ASSERT_STATUS(s1, LTK_OK, NULL);
+    ASSERT_STATUS(s2, LTK_OK, NULL);
+    ASSERT_TRUE(after == (ftz_daz ? (saved | 0x8040u) : saved)); /* the caller's modes are restored */
+}
+
+static void test_ref_ignores_ftz_daz(void) {
+    int32_t i0[4], i1[4];
+    float v0[4], v1[4], kv0[3], kv1[3];
+    int64_t k0[3], k1[3];
+    run_subnormal(0, i0, v0, k0, kv0);
+    run_subnormal(1, i1, v1, k1, kv1);
+    const int32_t want[4] = {5, 1, 4, 0}; /* 0x00400000 > 9 > 7 > 5 (in units of the smallest subnormal) */
+    for (int j = 0; j < 4; j++) {
+        ASSERT_EQ_INT(i0[j], want[j]);
+        ASSERT_EQ_INT(i1[j], want[j]);
+        ASSERT_TRUE(memcmp(&v0[j], &v1[j], 4) == 0);
+    }
+    for (int j = 0; j < 3; j++) {
+        ASSERT_EQ_INT((int)k0[j], (int)k1[j]);
+        ASSERT_TRUE(memcmp(&kv0[j], &kv1[j], 4) == 0);
+    }
+    ASSERT_EQ_INT((int)k1[0], 1); /* q = (16, 32) x 2^-149: base row 1 (0, 1) scores highest */
+}
+#else
+static void test_ref_ignores_ftz_daz(void) {}
+#endif
+
 static void test_short_row_rule(void) {
     /* ke - ks <= k with UNSORTED and no scores: index order, unscored; otherwise scored and sorted */
     float q[1] = {1}, kv[6] = {1, 5, 2, 9, 3, 7}, w[1] = {1};
@@ -724,7 +775,7 @@ int main(int argc, char **argv) {
         T_ENTRY(test_e4m3_decode),       T_ENTRY(test_f16_decode_and_order), T_ENTRY(test_bf16_decode_and_order),
         T_ENTRY(test_order_rules),       T_ENTRY(test_knn_rules),            T_ENTRY(test_short_row_rule),
         T_ENTRY(test_indexer_vs_brute),  T_ENTRY(test_indexer_state_vote),   T_ENTRY(test_indexer_float_inputs),
-        T_ENTRY(test_knn_vs_brute),      T_ENTRY(test_select_vs_brute),
+        T_ENTRY(test_knn_vs_brute),      T_ENTRY(test_select_vs_brute),     T_ENTRY(test_ref_ignores_ftz_daz),
     };
     return T_RUN_ALL(tests);
 }

@@ -429,13 +429,13 @@ int cmd_bench(int argc, char **argv) {
         {"--threads", NULL, CLI_INT, &threads, "N", "CPU threads (0 = all cores)", 0, 4096, 0},
         {"--seed", NULL, CLI_INT, &seed, "N", "generator seed", 0, INT64_MAX, 0},
         {"--unsorted", NULL, CLI_FLAG, &unsorted, NULL, "LTK_FLAG_UNSORTED (the vLLM convention)", 0, 0, 0},
-        {"--k", "-k", CLI_INT, &k, "K", "top-k per row", 1, 65536, 0},
+        {"--k", "-k", CLI_INT, &k, "K", "top-k per row", 1, LTK_SELECT_MAX_K, 0},
     };
     cli_opt dsa_opts[] = {
         {"--T", NULL, CLI_INT, &T, "N", "query rows (default: GPU 4096, CPU 128)", 1, INT32_MAX, 0},
         {"--S", NULL, CLI_INT, &S, "N", "keys; the last query sees all of them (default: GPU 128K, CPU 32K)", 1, INT32_MAX, 0},
-        {"--H", NULL, CLI_INT, &H, "N", "heads (default 64)", 1, 128, 0},
-        {"--D", NULL, CLI_INT, &D, "N", "head dimension (default 128)", 1, 256, 0},
+        {"--H", NULL, CLI_INT, &H, "N", "heads (default 64)", 1, LTK_INDEXER_MAX_H, 0},
+        {"--D", NULL, CLI_INT, &D, "N", "head dimension (default 128)", 1, LTK_INDEXER_MAX_D, 0},
         {"--chunk", NULL, CLI_INT, &chunk, "N", "query rows per call (default: GPU 2048, CPU 64)", 1, INT32_MAX, 0},
         {"--dtype", NULL, CLI_STR, &dtype_s, "T", "e4m3 (default), bf16 or f32", 0, 0, 0},
         {"--rho", NULL, CLI_INT, &rho_pct, "PCT", "adjacent-query correlation in percent (default 95)", 0, 100, 0},
@@ -444,7 +444,7 @@ int cmd_bench(int argc, char **argv) {
     cli_opt knn_opts[] = {
         {"--B", NULL, CLI_INT, &B, "N", "queries (default: GPU 1024, CPU 256)", 1, INT32_MAX, 0},
         {"--N", NULL, CLI_INT, &N, "N", "base vectors (default: GPU 1M, CPU 100000)", 1, INT32_MAX, 0},
-        {"--D", NULL, CLI_INT, &D, "N", "dimension (default 128)", 1, 65536, 0},
+        {"--D", NULL, CLI_INT, &D, "N", "dimension (default 128)", 1, LTK_KNN_MAX_D, 0},
         {"--dtype", NULL, CLI_STR, &dtype_s, "T", "f32 (default), f16 or bf16", 0, 0, 0},
         {"--metric", NULL, CLI_STR, &metric_s, "M", "ip (default), l2 or cos", 0, 0, 0},
         {"--dump", NULL, CLI_STR, &dump, "PREFIX", "write PREFIX.base.fbin and PREFIX.queries.fbin (float32)", 0, 0, 0},
@@ -527,7 +527,8 @@ int cmd_bench(int argc, char **argv) {
         if (S < 0) S = gpu ? 131072 : 32768;
         if (D < 0) D = 128;
         if (chunk < 0) chunk = gpu ? 2048 : 64;
-        if (k > 8192) return cli_usage_error(cmd, "k=%lld: the indexer takes k <= 8192", (long long)k);
+        if (k > LTK_INDEXER_MAX_K)
+            return cli_usage_error(cmd, "k=%lld: the indexer takes k <= %d", (long long)k, LTK_INDEXER_MAX_K);
         if (T > S) return cli_usage_error(cmd, "T=%lld exceeds S=%lld (the queries are the last T keys)", (long long)T,
                                           (long long)S);
         if (chunk > T) chunk = T;
@@ -553,7 +554,7 @@ int cmd_bench(int argc, char **argv) {
         float *base = NULL, *queries = NULL;
         io_matrix mb = {0}, mq = {0};
         if (k < 0) k = 100;
-        if (k > 16384) return cli_usage_error(cmd, "k=%lld: kNN takes k <= 16384", (long long)k);
+        if (k > LTK_KNN_MAX_K) return cli_usage_error(cmd, "k=%lld: kNN takes k <= %d", (long long)k, LTK_KNN_MAX_K);
         if (base_path) {
             io_matrix raw = {0};
             st = io_read(base_path, &raw);

@@ -48,9 +48,9 @@ static int load_vectors(const char *what, const char *path, io_matrix *m) {
         io_matrix_free(m);
         return 0;
     }
-    if (m->cols > 65536) {
-        fprintf(stderr, "litetopk knn: %s '%s': dimension %lld exceeds the limit 65536\n", what, path,
-                (long long)m->cols);
+    if (m->cols > LTK_KNN_MAX_D) {
+        fprintf(stderr, "litetopk knn: %s '%s': dimension %lld exceeds the limit %d\n", what, path,
+                (long long)m->cols, LTK_KNN_MAX_D);
         io_matrix_free(m);
         return 0;
     }
@@ -106,7 +106,7 @@ int cmd_knn(int argc, char **argv) {
     cli_opt opts[] = {
         {"--base", NULL, CLI_STR, &base_path, "FILE", "base vectors", 0, 0, 0},
         {"--queries", NULL, CLI_STR, &query_path, "FILE", "query vectors (same dimension)", 0, 0, 0},
-        {"--k", "-k", CLI_INT, &k, "K", "neighbours per query, 1..16384 (k > base rows pads with -1)", 1, 16384, 0},
+        {"--k", "-k", CLI_INT, &k, "K", "neighbours per query, 1..16384 (k > base rows pads with -1)", 1, LTK_KNN_MAX_K, 0},
         {"--metric", NULL, CLI_STR, &metric_s, "M", "ip (default), l2 or cos", 0, 0, 0},
         {"--out", "-o", CLI_STR, &out_path, "FILE", "write indices (.ivecs .ibin .npy) and scores beside", 0, 0, 0},
         {"--backend", NULL, CLI_STR, &backend_s, "NAME", "auto (default), cpu, cuda or ref", 0, 0, 0},

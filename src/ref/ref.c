@@ -5,6 +5,46 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
+/* The oracle does not follow the host's denormal modes: a program built with -ffast-math sets
+ * flush-to-zero and denormals-are-zero (MXCSR on x86, FPCR.FZ on AArch64), under which every
+ * float -> double conversion here reads a subnormal input as 0 while the CPU backend's integer
+ * decodes do not. Each call clears them and restores the caller's afterwards (the oracle runs on
+ * the calling thread only). */
+typedef struct { uint64_t saved; } fp_mode;
+static fp_mode fp_exact_begin(void) {
+    fp_mode m = {0};
+#if defined(__SSE__) || defined(__x86_64__)
+    m.saved = _mm_getcsr();
+    _mm_setcsr((unsigned)m.saved & ~0x8040u); /* FTZ bit 15, DAZ bit 6 */
+#elif defined(__aarch64__)
+    uint64_t fpcr;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+    m.saved = fpcr;
+    fpcr &= ~((1ull << 24) | (1ull << 19)); /* FZ, FZ16 */
+    __asm__ volatile("msr fpcr, %0" ::"r"(fpcr));
+#endif
+    return m;
+}
+static void fp_exact_end(fp_mode m) {
+#if defined(__SSE__) || defined(__x86_64__)
+    _mm_setcsr((unsigned)m.saved);
+#elif defined(__aarch64__)
+    __asm__ volatile("msr fpcr, %0" ::"r"(m.saved));
+#else
+    (void)m;
+#endif
+}
+#define REF_EXACT(call)                   \
+    do {                                  \
+        fp_mode m_ = fp_exact_begin();    \
+        ltk_status st_ = (call);          \
+        fp_exact_end(m_);                 \
+        return st_;                       \
+    } while (0)
 
 typedef struct { double score; int64_t idx; } scored;
 
@@ -56,7 +96,7 @@ static ltk_status ref_select_ws(const ltk_select_args *a, const ltk_exec *e, siz
 }
 
 /* ---- indexer ------------------------------------------------------------------------------ */
-static ltk_status ref_indexer(const ltk_indexer_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+static ltk_status ref_indexer_exact(const ltk_indexer_args *a, const ltk_exec *e, void *ws, size_t wsb) {
     (void)ws;
     (void)wsb;
     int64_t T = a->T, S = a->S;
@@ -110,7 +150,7 @@ static ltk_status ref_indexer(const ltk_indexer_args *a, const ltk_exec *e, void
 }
 
 /* ---- kNN ---------------------------------------------------------------------------------- */
-static ltk_status ref_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+static ltk_status ref_knn_exact(const ltk_knn_args *a, const ltk_exec *e, void *ws, size_t wsb) {
     (void)ws;
     (void)wsb;
     int64_t B = a->B, N = a->N;
@@ -163,7 +203,7 @@ static ltk_status ref_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, si
 }
 
 /* ---- select ------------------------------------------------------------------------------- */
-static ltk_status ref_select(const ltk_select_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+static ltk_status ref_select_exact(const ltk_select_args *a, const ltk_exec *e, void *ws, size_t wsb) {
     (void)ws;
     (void)wsb;
     int64_t maxlen = 1; /* the longest valid range, not cols */
@@ -190,6 +230,16 @@ static ltk_status ref_select(const ltk_select_args *a, const ltk_exec *e, void *
     }
     free(row);
     return LTK_OK;
+}
+
+static ltk_status ref_indexer(const ltk_indexer_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+    REF_EXACT(ref_indexer_exact(a, e, ws, wsb));
+}
+static ltk_status ref_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+    REF_EXACT(ref_knn_exact(a, e, ws, wsb));
+}
+static ltk_status ref_select(const ltk_select_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+    REF_EXACT(ref_select_exact(a, e, ws, wsb));
 }
 
 const ltk_backend_i ltk_backend_ref = {
