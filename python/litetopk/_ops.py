@@ -1019,9 +1019,7 @@ def _prefill_prepare(q, kv, kv_scale, weights, topk, m, chunk, sample_size, sort
     a.kv, a.kv_stride_s = kva.ptr or None, kva.stride(0)
     a.kv_scale = sa.ptr if sa is not None and sa.ptr else None
     a.weights, a.w_stride_t = wa.ptr or None, wa.stride(0)
-    # Pass the effective chunk (<= L): the C driver sizes its range buffer with the clamped chunk but
-    # stages the unclamped one, overflowing it when chunk (or the default 8192) exceeds L.
-    a.chunk, a.sample_size = min(chunk or 8192, max(L, 1)), sample_size
+    a.chunk, a.sample_size = chunk, sample_size  # 0: the driver's defaults (8192 rows, 3 * topk)
     a.out_idx = ia.ptr if ia is not None and ia.ptr else None
     a.out_scores = sca.ptr if sca is not None and sca.ptr else None
     a.out_stride = _row_stride(ia, sca)
