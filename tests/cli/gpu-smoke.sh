@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The CLI on a GPU machine: info, demo (quick and full), a small bench of each op on CUDA, and the
 # CLI test with the auto backend (= cuda). JSON records go to $OUT (or ./gpu-smoke) as gpu.jsonl.
-#   tools/gpu-smoke.sh [BUILD_DIR]      (default build-cli-cuda)
+#   tests/cli/gpu-smoke.sh [BUILD_DIR]      (default build)
 set -u
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build-cli-cuda}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build}
 ltk=$build/tools/litetopk
 out=${OUT:-$root/gpu-smoke}
 mkdir -p "$out"
@@ -30,5 +30,5 @@ step "$ltk" bench select --rows 512 --cols 131072 -k 2048 --dist ties --unsorted
 step "$ltk" bench knn --B 1024 --N 1000000 --D 128 -k 100 --json "$json"
 step "$ltk" bench dsa --T 4096 --S 131072 --chunk 2048 -k 2048 --json "$json"
 step "$ltk" bench dsa --T 2048 --S 65536 --chunk 512 -k 512 --H 32 --json "$json"
-step env -u LTK_BACKEND "$root/tools/test-cli.sh" "$ltk" "$build/tools/test-io" "$out/test-cli"
+step env -u LTK_BACKEND "$root/tests/cli/test-cli.sh" "$ltk" "$build/tests/cli/test-io" "$out/test-cli"
 exit $status
