@@ -81,9 +81,10 @@ int cmd_demo(int argc, char **argv) {
     if (!cli_resolve_backend("demo", want, &backend)) return CLI_EXIT_FAIL;
     const int on_device = backend == LTK_BACKEND_CUDA;
 
-    /* Shapes: a GPU gets the end of a 1M-key prefill (where fusing pays: at 128K keys the fixed
-     * sample and select stages made fused 0.88x of materialize on the H200, run 7); the CPU 64K
-     * keys; --quick (and the slow ref oracle) a small one. Explicit options override. */
+    /* Shapes: a GPU gets the end of a 1M-key prefill, where fusing pays (bench/results/h200/dsa.jsonl:
+     * fused 1.08x faster than materialize at S = 1M, on par at 256K, where the filter's fixed sample
+     * and select stages cost about what they save); the CPU 64K keys; --quick (and the slow ref
+     * oracle) a small one. Explicit options override. */
     int64_t d_ctx, d_chunk, d_chunks = 4, d_k = 2048;
     if (quick || backend == LTK_BACKEND_REF) {
         d_ctx = 1024 - 16, d_chunk = 8, d_chunks = 2, d_k = 128;
