@@ -102,37 +102,44 @@ static ltk_status check_ranges_host(const int32_t *ks, const int32_t *ke, int64_
     LTK_RETURN_IF(!ltk_aligned((ptr), (size)), LTK_EINVAL, "%s=%p is not aligned to its %d-byte elements", #ptr, \
                   (const void *)(ptr), (int)(size))
 
+ltk_status ltk_check_indexer_inputs(int32_t H, int32_t D, int32_t k, ltk_dtype dtype, int64_t *q_stride_t,
+                                    int64_t *kv_stride_s, int64_t *w_stride_t, const void *q, const void *kv,
+                                    const float *kv_scale, const float *weights) {
+    LTK_RETURN_IF(H < 1 || H > LTK_INDEXER_MAX_H, LTK_EINVAL, "H=%d out of [1, %d]", H, LTK_INDEXER_MAX_H);
+    LTK_RETURN_IF(D < 1 || D > LTK_INDEXER_MAX_D, LTK_EINVAL, "D=%d out of [1, %d]", D, LTK_INDEXER_MAX_D);
+    LTK_RETURN_IF(k < 1 || k > LTK_INDEXER_MAX_K, LTK_EINVAL, "k=%d out of [1, %d]", k, LTK_INDEXER_MAX_K);
+    LTK_RETURN_IF(dtype != LTK_DTYPE_E4M3 && dtype != LTK_DTYPE_BF16 && dtype != LTK_DTYPE_F32, LTK_EINVAL,
+                  "indexer dtype %d: expected E4M3, BF16 or F32", (int)dtype);
+    if (*q_stride_t == 0) *q_stride_t = (int64_t)H * D;
+    if (*kv_stride_s == 0) *kv_stride_s = D;
+    if (*w_stride_t == 0) *w_stride_t = H;
+    LTK_RETURN_IF(*q_stride_t < (int64_t)H * D, LTK_EINVAL, "q_stride_t=%lld < H*D=%d", (long long)*q_stride_t, H * D);
+    LTK_RETURN_IF(*kv_stride_s < D, LTK_EINVAL, "kv_stride_s=%lld < D=%d", (long long)*kv_stride_s, D);
+    LTK_RETURN_IF(*w_stride_t < H, LTK_EINVAL, "w_stride_t=%lld < H=%d", (long long)*w_stride_t, H);
+    const size_t el = ltk_dtype_size(dtype);
+    LTK_CHECK_ALIGNED(q, el);
+    LTK_CHECK_ALIGNED(kv, el);
+    LTK_CHECK_ALIGNED(kv_scale, 4);
+    LTK_CHECK_ALIGNED(weights, 4);
+    return LTK_OK;
+}
+
 static ltk_status indexer_fill(const ltk_indexer_args *in, ltk_indexer_args *a, const ltk_backend_i *bi) {
     LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
     *a = *in;
     LTK_RETURN_IF(a->T < 0 || a->T > LTK_MAX_ROWS, LTK_EINVAL, "T=%lld out of [0, 2^31-1]", (long long)a->T);
     LTK_RETURN_IF(a->S < 0 || a->S > LTK_MAX_ROWS, LTK_EINVAL, "S=%lld out of [0, 2^31-1]", (long long)a->S);
-    LTK_RETURN_IF(a->H < 1 || a->H > LTK_INDEXER_MAX_H, LTK_EINVAL, "H=%d out of [1, %d]", a->H, LTK_INDEXER_MAX_H);
-    LTK_RETURN_IF(a->D < 1 || a->D > LTK_INDEXER_MAX_D, LTK_EINVAL, "D=%d out of [1, %d]", a->D, LTK_INDEXER_MAX_D);
-    LTK_RETURN_IF(a->k < 1 || a->k > LTK_INDEXER_MAX_K, LTK_EINVAL, "k=%d out of [1, %d]", a->k, LTK_INDEXER_MAX_K);
-    LTK_RETURN_IF(a->dtype != LTK_DTYPE_E4M3 && a->dtype != LTK_DTYPE_BF16 && a->dtype != LTK_DTYPE_F32,
-                  LTK_EINVAL, "indexer dtype %d: expected E4M3, BF16 or F32", (int)a->dtype);
+    LTK_FORWARD_IF(ltk_check_indexer_inputs(a->H, a->D, a->k, a->dtype, &a->q_stride_t, &a->kv_stride_s,
+                                            &a->w_stride_t, a->q, a->kv, a->kv_scale, a->weights));
     LTK_RETURN_IF(a->flags & ~(LTK_FLAG_UNSORTED | LTK_FLAG_ABSOLUTE), LTK_EINVAL, "unknown flags 0x%x",
                   a->flags);
-    if (a->q_stride_t == 0) a->q_stride_t = (int64_t)a->H * a->D;
-    if (a->kv_stride_s == 0) a->kv_stride_s = a->D;
-    if (a->w_stride_t == 0) a->w_stride_t = a->H;
     if (a->out_stride == 0) a->out_stride = a->k;
-    LTK_RETURN_IF(a->q_stride_t < (int64_t)a->H * a->D, LTK_EINVAL, "q_stride_t=%lld < H*D=%d",
-                  (long long)a->q_stride_t, a->H * a->D);
-    LTK_RETURN_IF(a->kv_stride_s < a->D, LTK_EINVAL, "kv_stride_s=%lld < D=%d", (long long)a->kv_stride_s, a->D);
-    LTK_RETURN_IF(a->w_stride_t < a->H, LTK_EINVAL, "w_stride_t=%lld < H=%d", (long long)a->w_stride_t, a->H);
     LTK_RETURN_IF(a->out_stride < a->k, LTK_EINVAL, "out_stride=%lld < k=%d", (long long)a->out_stride, a->k);
     if (a->T > 0) {
         LTK_RETURN_IF(!a->q || !a->weights || !a->out_idx, LTK_EINVAL, "q, weights and out_idx are required");
         LTK_RETURN_IF(a->S > 0 && !a->kv, LTK_EINVAL, "kv is NULL");
     }
     LTK_RETURN_IF((a->ks == NULL) != (a->ke == NULL), LTK_EINVAL, "ks and ke must both be given or both be NULL");
-    const size_t el = ltk_dtype_size(a->dtype);
-    LTK_CHECK_ALIGNED(a->q, el);
-    LTK_CHECK_ALIGNED(a->kv, el);
-    LTK_CHECK_ALIGNED(a->kv_scale, 4);
-    LTK_CHECK_ALIGNED(a->weights, 4);
     LTK_CHECK_ALIGNED(a->ks, 4);
     LTK_CHECK_ALIGNED(a->ke, 4);
     LTK_CHECK_ALIGNED(a->out_idx, 4);

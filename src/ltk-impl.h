@@ -44,6 +44,11 @@ struct ltk_indexer_state {
 };
 /* Checks that `st` is a live state; LTK_EINVAL with a message naming `what` otherwise. */
 ltk_status ltk_state_check(const ltk_indexer_state *st, const char *what);
+/* The indexer's shape, element type and input strides (0 = packed: resolved in place) and the
+ * alignment of its inputs, as ltk_indexer_topk and ltk_prefill_run both take them. */
+ltk_status ltk_check_indexer_inputs(int32_t H, int32_t D, int32_t k, ltk_dtype dtype, int64_t *q_stride_t,
+                                    int64_t *kv_stride_s, int64_t *w_stride_t, const void *q, const void *kv,
+                                    const float *kv_scale, const float *weights);
 /* Whether p is aligned to `align` bytes (NULL counts as aligned: the required-pointer checks come first). */
 static inline int ltk_aligned(const void *p, size_t align) { return ((uintptr_t)p & (align - 1)) == 0; }
 

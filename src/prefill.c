@@ -23,11 +23,8 @@ static ltk_status prefill_fill(const ltk_prefill_args *in, ltk_prefill_args *a) 
     LTK_RETURN_IF(a->L < 0 || a->L > LTK_MAX_ROWS, LTK_EINVAL, "L=%lld out of [0, 2^31-1]", (long long)a->L);
     LTK_RETURN_IF(a->m < 1, LTK_EINVAL, "compression ratio m=%d < 1", a->m);
     LTK_RETURN_IF(a->chunk < 0, LTK_EINVAL, "chunk=%lld < 0", (long long)a->chunk);
-    LTK_RETURN_IF(a->H < 1 || a->H > LTK_INDEXER_MAX_H, LTK_EINVAL, "H=%d out of [1, %d]", a->H, LTK_INDEXER_MAX_H);
-    LTK_RETURN_IF(a->D < 1 || a->D > LTK_INDEXER_MAX_D, LTK_EINVAL, "D=%d out of [1, %d]", a->D, LTK_INDEXER_MAX_D);
-    LTK_RETURN_IF(a->k < 1 || a->k > LTK_INDEXER_MAX_K, LTK_EINVAL, "k=%d out of [1, %d]", a->k, LTK_INDEXER_MAX_K);
-    LTK_RETURN_IF(a->dtype != LTK_DTYPE_E4M3 && a->dtype != LTK_DTYPE_BF16 && a->dtype != LTK_DTYPE_F32,
-                  LTK_EINVAL, "prefill dtype %d: expected E4M3, BF16 or F32", (int)a->dtype);
+    LTK_FORWARD_IF(ltk_check_indexer_inputs(a->H, a->D, a->k, a->dtype, &a->q_stride_t, &a->kv_stride_s,
+                                            &a->w_stride_t, a->q, a->kv, a->kv_scale, a->weights));
     LTK_RETURN_IF(a->sample_size < 0 || a->sample_size > LTK_STATE_MAX_SIZE, LTK_EINVAL,
                   "sample_size=%d out of [0, 2^20]", a->sample_size);
     LTK_RETURN_IF(a->flags & ~LTK_FLAG_UNSORTED, LTK_EINVAL, "prefill flags 0x%x: only LTK_FLAG_UNSORTED is allowed",
@@ -37,20 +34,11 @@ static ltk_status prefill_fill(const ltk_prefill_args *in, ltk_prefill_args *a) 
                   "neither out_idx nor a callback: the results would be lost");
     if (a->L > 0) LTK_RETURN_IF(!a->q || !a->weights, LTK_EINVAL, "q and weights are required");
     if (a->L / a->m > 0) LTK_RETURN_IF(!a->kv, LTK_EINVAL, "kv is NULL");
-    if (a->q_stride_t == 0) a->q_stride_t = (int64_t)a->H * a->D;
-    if (a->kv_stride_s == 0) a->kv_stride_s = a->D;
-    if (a->w_stride_t == 0) a->w_stride_t = a->H;
     if (a->out_stride == 0) a->out_stride = a->k;
-    LTK_RETURN_IF(a->q_stride_t < (int64_t)a->H * a->D, LTK_EINVAL, "q_stride_t=%lld < H*D=%d",
-                  (long long)a->q_stride_t, a->H * a->D);
-    LTK_RETURN_IF(a->kv_stride_s < a->D, LTK_EINVAL, "kv_stride_s=%lld < D=%d", (long long)a->kv_stride_s, a->D);
-    LTK_RETURN_IF(a->w_stride_t < a->H, LTK_EINVAL, "w_stride_t=%lld < H=%d", (long long)a->w_stride_t, a->H);
     LTK_RETURN_IF(a->out_idx && a->out_stride < a->k, LTK_EINVAL, "out_stride=%lld < k=%d", (long long)a->out_stride,
                   a->k);
-    const size_t el = ltk_dtype_size(a->dtype);
-    LTK_RETURN_IF(!ltk_aligned(a->q, el) || !ltk_aligned(a->kv, el) || !ltk_aligned(a->kv_scale, 4) ||
-                      !ltk_aligned(a->weights, 4) || !ltk_aligned(a->out_idx, 4) || !ltk_aligned(a->out_scores, 4),
-                  LTK_EINVAL, "an array pointer is not aligned to its element size");
+    LTK_RETURN_IF(!ltk_aligned(a->out_idx, 4) || !ltk_aligned(a->out_scores, 4), LTK_EINVAL,
+                  "out_idx or out_scores is not aligned to its 4-byte elements");
     if (a->chunk == 0) a->chunk = 8192;
     if (a->chunk > a->L) a->chunk = a->L > 0 ? a->L : 1;
     if (a->sample_size == 0) a->sample_size = 3 * a->k;

@@ -12,39 +12,13 @@
 #include "io.h"
 
 typedef struct knn_bench {
-    const bench_env *env;
+    bench_call call; /* first: bench_op's ctx for the generic callbacks */
     ltk_knn_args args;
-    ltk_exec exec;
     void *base, *queries;
-    int64_t *out_idx;
-    float *out_scores;
 } knn_bench;
 
-static ltk_status knn_setup(void *c, ltk_algo algo, size_t *aux) {
-    knn_bench *b = c;
-    bench_exec_init(b->env, &b->exec, algo);
-    size_t need = 0;
-    ltk_status st = ltk_knn_workspace_size(&b->args, &b->exec, &need);
-    return bench_workspace(b->env, &b->exec, st, "ltk_knn_workspace_size", need, aux);
-}
-static ltk_status knn_run_once(void *c, ltk_stats *stats) {
-    knn_bench *b = c;
-    ltk_exec e = b->exec;
-    e.stats = stats;
-    ltk_status st = ltk_knn_topk(&b->args, &e);
-    return st ? tool_fail(st, "ltk_knn_topk: %s", ltk_last_error()) : LTK_OK;
-}
-static ltk_status knn_fetch(void *c, void *idx, float *scores) {
-    knn_bench *b = c;
-    size_t n = (size_t)b->args.B * (size_t)b->args.k;
-    ltk_status st = devmem_download(b->env->on_device, idx, b->out_idx, n * sizeof(int64_t));
-    if (!st) st = devmem_download(b->env->on_device, scores, b->out_scores, n * sizeof(float));
-    return st;
-}
-static void knn_teardown(void *c) {
-    knn_bench *b = c;
-    bench_workspace_free(b->env, &b->exec);
-}
+static ltk_status knn_size(const void *a, const ltk_exec *e, size_t *bytes) { return ltk_knn_workspace_size(a, e, bytes); }
+static ltk_status knn_call(const void *a, const ltk_exec *e) { return ltk_knn_topk(a, e); }
 static void knn_json(void *c, cli_json *j) {
     knn_bench *b = c;
     cli_json_int(j, "B", b->args.B), cli_json_int(j, "N", b->args.N), cli_json_int(j, "D", b->args.D);
@@ -156,19 +130,21 @@ int bench_knn_main(int argc, char **argv) {
     if (!st) st = devmem_clone(env.on_device, eb, (size_t)(N * D) * es, &b.base);
     if (!st) st = devmem_clone(env.on_device, eq, (size_t)(B * D) * es, &b.queries);
     free(eb), free(eq);
-    if (!st) st = devmem_alloc(env.on_device, (size_t)(B * k) * sizeof(int64_t), (void **)&b.out_idx);
-    if (!st) st = devmem_alloc(env.on_device, (size_t)(B * k) * sizeof(float), (void **)&b.out_scores);
+    bench_call *bc = &b.call;
+    if (!st) st = devmem_alloc(env.on_device, (size_t)(B * k) * sizeof(int64_t), &bc->out_idx);
+    if (!st) st = devmem_alloc(env.on_device, (size_t)(B * k) * sizeof(float), (void **)&bc->out_scores);
     int exit_code = CLI_EXIT_FAIL;
     if (!st) {
-        b.env = &env;
         b.args.B = B, b.args.N = N, b.args.D = (int32_t)D, b.args.k = (int32_t)k, b.args.dtype = dtype;
         b.args.metric = metric, b.args.queries = b.queries, b.args.base = b.base;
-        b.args.out_idx = b.out_idx, b.args.out_scores = b.out_scores, b.args.flags = env.flags;
+        b.args.out_idx = bc->out_idx, b.args.out_scores = bc->out_scores, b.args.flags = env.flags;
+        bc->env = &env, bc->what = "ltk_knn_topk", bc->args = &b.args, bc->size = knn_size, bc->call = knn_call;
+        bc->n_out = (size_t)(B * k), bc->idx_size = 8;
         bench_op op;
         memset(&op, 0, sizeof op);
         op.dtype = cli_dtype_name(dtype);
-        op.name = "knn", op.ctx = &b, op.setup = knn_setup, op.run = knn_run_once, op.fetch = knn_fetch;
-        op.teardown = knn_teardown, op.json_shape = knn_json;
+        op.name = "knn", op.ctx = &b, op.setup = bench_call_setup, op.run = bench_call_run;
+        op.fetch = bench_call_fetch, op.teardown = bench_call_teardown, op.json_shape = knn_json;
         op.rows = B, op.k = (int32_t)k, op.idx_size = 8;
         op.flops = 2.0 * (double)B * (double)N * (double)D;
         op.floor_bytes = (double)N * (double)D * (double)es;
@@ -179,6 +155,6 @@ int bench_knn_main(int argc, char **argv) {
         fprintf(stderr, "litetopk %s: %s\n", cmd, tool_last_error());
     }
     devmem_free(env.on_device, b.base), devmem_free(env.on_device, b.queries);
-    devmem_free(env.on_device, b.out_idx), devmem_free(env.on_device, b.out_scores);
+    devmem_free(env.on_device, bc->out_idx), devmem_free(env.on_device, bc->out_scores);
     return exit_code;
 }

@@ -9,40 +9,16 @@
 #include "gen.h"
 
 typedef struct select_bench {
-    const bench_env *env;
+    bench_call call; /* first: bench_op's ctx for the generic callbacks */
     ltk_select_args args;
-    ltk_exec exec;
     void *scores;
-    int32_t *out_idx;
-    float *out_scores;
     const char *dist;
 } select_bench;
 
-static ltk_status select_setup(void *c, ltk_algo algo, size_t *aux) {
-    select_bench *b = c;
-    bench_exec_init(b->env, &b->exec, algo);
-    size_t need = 0;
-    ltk_status st = ltk_select_workspace_size(&b->args, &b->exec, &need);
-    return bench_workspace(b->env, &b->exec, st, "ltk_select_workspace_size", need, aux);
+static ltk_status select_size(const void *a, const ltk_exec *e, size_t *bytes) {
+    return ltk_select_workspace_size(a, e, bytes);
 }
-static ltk_status select_run_once(void *c, ltk_stats *stats) {
-    select_bench *b = c;
-    ltk_exec e = b->exec;
-    e.stats = stats;
-    ltk_status st = ltk_select_topk(&b->args, &e);
-    return st ? tool_fail(st, "ltk_select_topk: %s", ltk_last_error()) : LTK_OK;
-}
-static ltk_status select_fetch(void *c, void *idx, float *scores) {
-    select_bench *b = c;
-    size_t n = (size_t)b->args.rows * (size_t)b->args.k;
-    ltk_status st = devmem_download(b->env->on_device, idx, b->out_idx, n * sizeof(int32_t));
-    if (!st) st = devmem_download(b->env->on_device, scores, b->out_scores, n * sizeof(float));
-    return st;
-}
-static void select_teardown(void *c) {
-    select_bench *b = c;
-    bench_workspace_free(b->env, &b->exec);
-}
+static ltk_status select_call(const void *a, const ltk_exec *e) { return ltk_select_topk(a, e); }
 static void select_json(void *c, cli_json *j) {
     select_bench *b = c;
     cli_json_int(j, "rows", b->args.rows), cli_json_int(j, "cols", b->args.cols), cli_json_int(j, "k", b->args.k);
@@ -86,20 +62,22 @@ int bench_select_main(int argc, char **argv) {
     free(x);
     if (!st) st = devmem_clone(env.on_device, enc, (size_t)(rows * cols) * ltk_dtype_size(dtype), &b.scores);
     free(enc);
-    if (!st) st = devmem_alloc(env.on_device, (size_t)(rows * k) * sizeof(int32_t), (void **)&b.out_idx);
-    if (!st) st = devmem_alloc(env.on_device, (size_t)(rows * k) * sizeof(float), (void **)&b.out_scores);
+    bench_call *bc = &b.call;
+    if (!st) st = devmem_alloc(env.on_device, (size_t)(rows * k) * sizeof(int32_t), &bc->out_idx);
+    if (!st) st = devmem_alloc(env.on_device, (size_t)(rows * k) * sizeof(float), (void **)&bc->out_scores);
     int exit_code = CLI_EXIT_FAIL;
     if (!st) {
-        b.env = &env;
         b.dist = gen_score_dist_name(dist);
         b.args.rows = rows, b.args.cols = cols, b.args.k = (int32_t)k, b.args.dtype = dtype;
-        b.args.scores = b.scores, b.args.out_idx = b.out_idx, b.args.out_scores = b.out_scores;
+        b.args.scores = b.scores, b.args.out_idx = bc->out_idx, b.args.out_scores = bc->out_scores;
         b.args.flags = env.flags;
+        bc->env = &env, bc->what = "ltk_select_topk", bc->args = &b.args, bc->size = select_size;
+        bc->call = select_call, bc->n_out = (size_t)(rows * k), bc->idx_size = 4;
         bench_op op;
         memset(&op, 0, sizeof op);
         op.dtype = cli_dtype_name(dtype);
-        op.name = "select", op.ctx = &b, op.setup = select_setup, op.run = select_run_once;
-        op.fetch = select_fetch, op.teardown = select_teardown, op.json_shape = select_json;
+        op.name = "select", op.ctx = &b, op.setup = bench_call_setup, op.run = bench_call_run;
+        op.fetch = bench_call_fetch, op.teardown = bench_call_teardown, op.json_shape = select_json;
         op.rows = rows, op.k = (int32_t)k, op.idx_size = 4;
         op.bytes_read = (double)rows * (double)cols * (double)ltk_dtype_size(dtype);
         snprintf(op.shape, sizeof op.shape, "rows=%lld cols=%lld k=%lld dist=%s", (long long)rows, (long long)cols,
@@ -109,6 +87,6 @@ int bench_select_main(int argc, char **argv) {
         fprintf(stderr, "litetopk %s: %s\n", cmd, tool_last_error());
     }
     devmem_free(env.on_device, b.scores);
-    devmem_free(env.on_device, b.out_idx), devmem_free(env.on_device, b.out_scores);
+    devmem_free(env.on_device, bc->out_idx), devmem_free(env.on_device, bc->out_scores);
     return exit_code;
 }

@@ -205,28 +205,44 @@ int bench_all(const bench_env *env, bench_op *op) {
     return failed ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
+/* ---- one library call ---------------------------------------------------------------------- */
 /* The exec of one algo with a preallocated workspace of the size the library asked for: the timed
  * calls allocate nothing, as in a serving loop. */
-void bench_exec_init(const bench_env *env, ltk_exec *e, ltk_algo algo) {
-    memset(e, 0, sizeof *e);
-    e->backend = env->backend, e->algo = algo, e->num_threads = env->threads;
-}
-ltk_status bench_workspace(const bench_env *env, ltk_exec *e, ltk_status size_st, const char *what, size_t need,
-                                  size_t *aux) {
-    if (size_st) return tool_fail(size_st, "%s: %s", what, ltk_last_error());
+ltk_status bench_call_setup(void *ctx, ltk_algo algo, size_t *aux) {
+    bench_call *b = ctx;
+    memset(&b->exec, 0, sizeof b->exec);
+    b->exec.backend = b->env->backend, b->exec.algo = algo, b->exec.num_threads = b->env->threads;
+    size_t need = 0;
+    ltk_status st = b->size(b->args, &b->exec, &need);
+    if (st) return tool_fail(st, "%s workspace size: %s", b->what, ltk_last_error());
     *aux = need;
-    ltk_status st = LTK_OK;
     if (need) {
-        st = devmem_alloc(env->on_device, need, &e->workspace);
-        e->workspace_bytes = need;
+        st = devmem_alloc(b->env->on_device, need, &b->exec.workspace);
+        b->exec.workspace_bytes = need;
     }
     return st;
 }
-void bench_workspace_free(const bench_env *env, ltk_exec *e) {
-    devmem_free(env->on_device, e->workspace);
-    e->workspace = NULL;
+
+ltk_status bench_call_run(void *ctx, ltk_stats *stats) {
+    bench_call *b = ctx;
+    ltk_exec e = b->exec;
+    e.stats = stats;
+    ltk_status st = b->call(b->args, &e);
+    return st ? tool_fail(st, "%s: %s", b->what, ltk_last_error()) : LTK_OK;
 }
 
+ltk_status bench_call_fetch(void *ctx, void *idx, float *scores) {
+    bench_call *b = ctx;
+    ltk_status st = devmem_download(b->env->on_device, idx, b->out_idx, b->n_out * (size_t)b->idx_size);
+    if (!st) st = devmem_download(b->env->on_device, scores, b->out_scores, b->n_out * sizeof(float));
+    return st;
+}
+
+void bench_call_teardown(void *ctx) {
+    bench_call *b = ctx;
+    devmem_free(b->env->on_device, b->exec.workspace);
+    b->exec.workspace = NULL;
+}
 
 /* ---- the options every operation takes ---------------------------------------------------- */
 int bench_parse(const char *cmd, const char *usage, const char *about, int argc, char **argv, cli_opt *op_opts,

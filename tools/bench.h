@@ -61,12 +61,25 @@ int bench_env_init(const char *cmd, const bench_common *c, int no_backend, bench
 
 int bench_all(const bench_env *env, bench_op *op);
 
-/* The exec of one algo with a preallocated workspace of the size the library asked for: the timed
- * calls allocate nothing, as in a serving loop. */
-void bench_exec_init(const bench_env *env, ltk_exec *e, ltk_algo algo);
-ltk_status bench_workspace(const bench_env *env, ltk_exec *e, ltk_status size_st, const char *what, size_t need,
-                           size_t *aux);
-void bench_workspace_free(const bench_env *env, ltk_exec *e);
+/* An operation that is one library call on device-resident buffers (kNN, select): its callbacks
+ * for bench_op (ctx = the bench_call) allocate the workspace the size query asks for, run the call,
+ * and download the outputs. */
+typedef struct bench_call {
+    const bench_env *env;
+    const char *what; /* "ltk_knn_topk", for messages */
+    const void *args;
+    ltk_status (*size)(const void *args, const ltk_exec *e, size_t *bytes);
+    ltk_status (*call)(const void *args, const ltk_exec *e);
+    void *out_idx;    /* device or host, as env->on_device */
+    float *out_scores;
+    size_t n_out;     /* rows * k */
+    int idx_size;     /* 4 or 8 */
+    ltk_exec exec;
+} bench_call;
+ltk_status bench_call_setup(void *ctx, ltk_algo algo, size_t *aux_bytes);
+ltk_status bench_call_run(void *ctx, ltk_stats *stats);
+ltk_status bench_call_fetch(void *ctx, void *idx, float *scores);
+void bench_call_teardown(void *ctx);
 
 /* The operations (cmd-bench.c dispatches argv[2]). */
 int bench_dsa_main(int argc, char **argv);
