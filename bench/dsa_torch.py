@@ -29,7 +29,7 @@ import triton.language as tl
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import litetopk  # noqa: E402
-from gpu_ltk_ctypes import time_ms  # noqa: E402  (CUDA-event median)
+from gpu_bench_util import time_ms  # noqa: E402  (CUDA-event median)
 
 
 @triton.jit

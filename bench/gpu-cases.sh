@@ -14,9 +14,8 @@ dsa32: python3 bench/dsa_torch.py --H 32 --S 1048576 --reps 3 --json "$OUT/bench
 # (p1m: the two L = 1M lines of the scaling study that the issue's targets name, runnable alone.)
 # (p1s: the V3.2 L = 1M prefill against its own scan alone (score_only, no selection): the ceiling.)
 # (xover: where a fused call should run as dense windows: 8,192 rows at the end of S keys, the
-#  filter (LTK_CUDA_FUSED_DENSE_S=0) vs dense windows; hotab: how many hot keys the sample scores
-#  over long rows (LTK_CUDA_SAMPLE_HOT); ptrace: the V3.2 L=1M prefill with every stage synchronised
-#  and timed, summed by stage; the tables go to extra.log.)
+#  filter (LTK_CUDA_FUSED_DENSE_S=0) vs dense windows; ptrace: the V3.2 L=1M prefill with every
+#  stage synchronised and timed, summed by stage; the tables go to extra.log.)
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 65536 --check --json "$OUT/bench.jsonl"
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-pro --L 65536 --check --json "$OUT/bench.jsonl"
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 65536 --check --json "$OUT/bench.jsonl"
@@ -30,27 +29,25 @@ prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-pr
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 2097152 --algos fused,materialize --json "$OUT/bench.jsonl"
 # Where the fused call's time goes (every stage synchronised and timed; T=8192 S=256K, H=64).
 trace: LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 262144 --algos fused 2>&1 | grep -E "ltk cuda|median"
-# GPU select + kNN (src/cuda/select.cu, knn.cu; issue 4 item 5, issue 5): GPU tests + compute-sanitizer (the carried
-# gpu-bin/ binaries, else a standalone build), the CLI select bench, then same-process comparisons with torch.topk and
-# cuBLAS GEMM + torch.topk; JSON lines appended to $OUT/bench.jsonl (op select / knn), summaries to stdout.
-sk: B=$([ -x gpu-bin/test-cuda-select ] && echo gpu-bin || { sh tests/cuda/standalone.sh build-sk >/dev/null && echo build-sk; }) OUT=/tmp/ltk-sk bash bench/gpu_sk_run.sh tests
+# GPU select + kNN (src/cuda/select.cu, knn.cu; issue 4 item 5, issue 5): the CLI select bench, then same-process
+# comparisons with torch.topk and cuBLAS GEMM + torch.topk (their GPU tests and compute-sanitizer runs are steps of
+# scripts/gpu.sh itself); JSON lines appended to $OUT/bench.jsonl (op select / knn), summaries to stdout.
 sk: for s in "1 1048576" "64 1048576" "128 1048576" "8192 1048576"; do set -- $s; $(ls -t build*/tools/litetopk | head -1) bench select --backend cuda --rows $1 --cols $2 --k 2048 --dtype f32 --dist normal --json "${OUT:-.}/bench.jsonl"; done
 sk: python3 bench/gpu_select_torch.py --json "${OUT:-.}/bench.jsonl"
 sk: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
-# The kNN benchmark with both main loops side by side: mma.sync (other GPUs) and the sm_90a wgmma + TMA loop (the default).
-knn90: python3 bench/gpu_knn_torch.py --loops mma,wgmma --json "${OUT:-.}/bench.jsonl"
+# The kNN benchmark on both main loops: the sm_90a wgmma + TMA loop (the default), then the portable mma.sync loop
+# that other GPUs run (LTK_CUDA_PORTABLE=1, read once per process: one process each; records name it in main_loop).
+knn90: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
+knn90: LTK_CUDA_PORTABLE=1 python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
 p1s: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused,score_only --json "$OUT/bench.jsonl"
 xover: for d in 0 1048576; do echo "LTK_CUDA_FUSED_DENSE_S=$d"; LTK_CUDA_FUSED_DENSE_S=$d gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 131072,262144,393216,524288 --algos fused; done
-hotab: for h in 6144 2048 0; do echo "LTK_CUDA_SAMPLE_HOT=$h"; LTK_CUDA_SAMPLE_HOT=$h gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 524288,1048576 --algos fused; done
 trace: LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused 2>&1 | grep -E "ltk cuda|median" | grep -v "dense s"
 ptrace: LTK_CUDA_TRACE=1 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused 2>&1 | awk '/ltk cuda\]/ && / ms$/ { n = $0; sub(/^\[ltk cuda\] /, "", n); sub(/ +[0-9.]+ ms$/, "", n); sub(/ rows.*/, "", n); sub(/ \(.*/, "", n); t[n] += $(NF-1); c[n]++ } END { for (x in t) printf "%-40s %5d calls %10.1f ms\n", x, c[x], t[x] }'
 pcheck: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 65536 --check --json "$OUT/bench.jsonl"
 pcheck: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-pro --L 65536 --check --json "$OUT/bench.jsonl"
 pcheck: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 65536 --check --json "$OUT/bench.jsonl"
-qab: for q in 4 3 2; do echo "LTK_CUDA_PREP_Q=$q"; LTK_CUDA_PREP_Q=$q gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 393216,1048576 --algos fused 2>&1 | grep -E "^\{"; done
-qab: LTK_CUDA_PREP_Q=3 LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused
 cli32: for a in score_only,fused fused,score_only; do gpu-bin/litetopk bench dsa --T 8192 --S 1048576 --H 32 --D 128 --k 2048 --chunk 8192 --backend cuda --algos $a --reps 3 --warmup 1 --json "$OUT/bench.jsonl" | grep -E "^  (fused|score_only) "; done
-othr: gpu-bin/test-cuda-select | tail -3; gpu-bin/test-cuda-knn | tail -3; LTK_CUDA_KNN_SM90=0 gpu-bin/test-cuda-knn | tail -2
+othr: gpu-bin/test-cuda-select | tail -3; gpu-bin/test-cuda-knn | tail -3; LTK_CUDA_PORTABLE=1 gpu-bin/test-cuda-knn | tail -2
 knnq: gpu-bin/test-cuda-knn | tail -2; python3 bench/gpu_knn_torch.py --quick --json "${OUT:-.}/bench.jsonl"
 # (ktl: one kNN call's kernels on a timeline (torch profiler). Session 6 run 3 compared a host read
 #  of the fallback flag with always launching the fallback passes; the read is gone since.)
@@ -61,78 +58,29 @@ ktl: python3 bench/knn_timeline.py --B 64 --N 2097152 --k 128,8192
 kmini: python3 bench/minilm_assemble.py --join /tmp/minilm --out /tmp/mdata && python3 bench/gpu_knn_real.py --data /tmp/mdata --json "$OUT/bench.jsonl" | cut -c1-400
 kmini: M="--base /tmp/mdata/minilm_base.fbin --queries /tmp/mdata/minilm_query.fbin --metric cos"; mkdir -p /tmp/mres; for k in 10 100 1000 10000; do for b in cuda cpu; do TIMEFORMAT="$b k=$k: %R s wall (read, compute, write)"; time gpu-bin/litetopk knn $M -k $k --backend $b --out /tmp/mres/$b-$k.npy -q; done; done; python3 bench/minilm_compare.py $M --k 10,100,1000,10000 --res /tmp/mres --json "$OUT/bench.jsonl"
 kmini: M="--base /tmp/mdata/minilm_base.fbin --queries /tmp/mdata/minilm_query.fbin --metric cos"; for k in 10 100 1000 10000; do for b in cuda cpu; do gpu-bin/litetopk bench knn $M --k $k --backend $b --algos fused,materialize --reps 5 --json "$OUT/bench.jsonl" | grep -E "bench knn|^  (fused|materialize) |exactness"; done; done
-# (kport: the kNN's other paths under the tests: the portable mma.sync loop (other GPUs), and the
-#  final select's earlier sorts kept for A/B (LTK_CUDA_KNN_SORT=bucket | bitonic))
-kport: LTK_CUDA_KNN_SM90=0 gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_KNN_SM90=0 compute-sanitizer --tool memcheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"
-kport: LTK_CUDA_KNN_SORT=bucket gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_KNN_SORT=bitonic gpu-bin/test-cuda-knn | tail -1
+# (kport: the kNN's portable mma.sync loop (other GPUs; LTK_CUDA_PORTABLE=1) under the tests and memcheck)
+kport: LTK_CUDA_PORTABLE=1 gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_PORTABLE=1 compute-sanitizer --tool memcheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"
 # (khost: a call's host side: enqueue time through the helper and the bare entry point, timed alone
 #  against back to back, then the runtime calls next to the kernels)
 khost: python3 bench/knn_host.py --B 64 --N 1048576 --k 128,1024,8192
 khost: python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024 --host 2>&1 | grep -v -i warn
 # (p16k: the V3.2 L = 1M prefill in chunks of 16,384 queries.)
 p16k: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --chunk 16384 --algos fused --json "$OUT/bench.jsonl"
-# (kqi: the batch sweep at N = 5M, k = 1024 with 64- and 128-query items of the sm_90a loop, same
-#  process; B >= 256 also checks that both give the same bits.)
-kqi: python3 bench/gpu_knn_torch.py --sweep-only --qi 64,128 --json "${OUT:-.}/bench.jsonl"
 # (ksan: compute-sanitizer memcheck and racecheck on test-cuda-knn --small; knt: the whole kNN table.)
-ktest: gpu-bin/test-cuda-knn | tail -3; LTK_CUDA_KNN_QI=64 gpu-bin/test-cuda-knn | tail -1
-# (ksort: the bucket sort of the final select, compiled in session 7 and not yet run: the kNN tests
-#  under LTK_CUDA_KNN_SORT=bucket, then the timeline A/B at k = 4096 and 8192)
-ksort: LTK_CUDA_KNN_SORT=bucket gpu-bin/test-cuda-knn | tail -3; LTK_CUDA_KNN_SORT=bucket compute-sanitizer --tool racecheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; for v in bitonic bucket; do echo "LTK_CUDA_KNN_SORT=$v"; LTK_CUDA_KNN_SORT=$v python3 bench/knn_timeline.py --B 64 --N 1048576 --k 4096,8192 | grep -E "event-timed|final"; done
-# (kgraph: the kNN tests with the check + fallback graph forced for every sampled chunk, also
-#  under the sanitizers, then the timeline and the table in the default mode)
-kgraph: gpu-bin/test-cuda-knn | tail -3; LTK_CUDA_KNN_GRAPH=1 gpu-bin/test-cuda-knn | tail -3; for t in memcheck racecheck; do LTK_CUDA_KNN_GRAPH=1 compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done
+ktest: gpu-bin/test-cuda-knn | tail -3
 ksan: for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done
 knt: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
-# (khist, run in s7-run1: the two session-6 A/B switches; THR=smem is now the default, HIST=match
-#  was removed. kthr: the threshold's sample staged in shared memory vs read from global memory.)
-kthr: for v in smem global; do echo "LTK_CUDA_KNN_THR=$v"; LTK_CUDA_KNN_THR=$v python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192 | grep -E "event-timed|final|threshold"; done
-# (nsab: key splits chosen for a 0.96 (the old default) or 0.99 fill of the scan's last wave,
-#  alternating, T = 8192 S = 1M at H = 64 and 32 (bench-cuda-indexer's inputs) and on the CLI's)
-nsab: for e in 0.96 0.99 0.96 0.99; do for h in 64 32; do echo "LTK_CUDA_NSPLIT_EFF=$e H=$h"; LTK_CUDA_NSPLIT_EFF=$e gpu-bin/bench-cuda-indexer --T 8192 --H $h --k 2048 --reps 3 --S 1048576 --algos fused,score_only 2>/dev/null | grep -E "^1048576 "; done; done
-nsab: for e in 0.96 0.99; do echo "LTK_CUDA_NSPLIT_EFF=$e CLI"; LTK_CUDA_NSPLIT_EFF=$e gpu-bin/litetopk bench dsa --T 8192 --S 1048576 --H 64 --D 128 --k 2048 --chunk 8192 --backend cuda --algos fused,score_only --reps 3 --warmup 1 | grep -E "^  (fused|score_only) "; done
-nsab: for e in 0.96 0.99; do echo "LTK_CUDA_NSPLIT_EFF=$e trace"; LTK_CUDA_NSPLIT_EFF=$e LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused,score_only 2>&1 | grep -E "ltk cuda" | grep -v "dense s" | tail -12; done
-# (nsab2: the same with the gate histogram carried between a row's splits; then the fused scan
-#  alone with LTK_CUDA_SCAN_NOPASS=1 (its gate passes nothing; every row then takes the dense
-#  fallback, so only the traced scan lines mean anything) against score-only, each fill)
-nsab2: for e in 0.96 0.99 0.96 0.99; do for h in 64 32; do echo "LTK_CUDA_NSPLIT_EFF=$e H=$h"; LTK_CUDA_NSPLIT_EFF=$e gpu-bin/bench-cuda-indexer --T 8192 --H $h --k 2048 --reps 3 --S 1048576 --algos fused,score_only 2>/dev/null | grep -E "^1048576 "; done; done
-nsab2: for e in 0.96 0.99; do echo "LTK_CUDA_NSPLIT_EFF=$e CLI"; LTK_CUDA_NSPLIT_EFF=$e gpu-bin/litetopk bench dsa --T 8192 --S 1048576 --H 64 --D 128 --k 2048 --chunk 8192 --backend cuda --algos fused,score_only --reps 3 --warmup 1 | grep -E "^  (fused|score_only) "; done
-nsab2: for e in 0.96 0.99; do for np in 0 1; do echo "LTK_CUDA_NSPLIT_EFF=$e NOPASS=$np trace"; LTK_CUDA_SCAN_NOPASS=$np LTK_CUDA_NSPLIT_EFF=$e LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused,score_only 2>&1 | grep -E "fused scan|score-only scan|select candidates" | tail -5; done; done
-# (p99: the V3.2 L = 1M prefill, fused and its scan alone, with a 0.99 fill, then fused at 0.96)
-p99: LTK_CUDA_NSPLIT_EFF=0.99 LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused,score_only --json "$OUT/bench.jsonl"; LTK_CUDA_NSPLIT_EFF=0.96 python3 bench/prefill_torch.py --shape v32 --L 1048576 --algos fused --json "$OUT/bench.jsonl"
-# (ksortt: ksort's timeline A/B alone; s8-run1 ran its tests, 176/0, and racecheck, 0 hazards)
-ksortt: for v in bitonic bucket; do echo "LTK_CUDA_KNN_SORT=$v"; LTK_CUDA_KNN_SORT=$v python3 bench/knn_timeline.py --B 64 --N 1048576 --k 4096,8192 | grep -E "event-timed|final"; done
-# (lxab, run in s8-run3 with the knob since removed: staging lists 3x longer (LTK_CUDA_SCAN_LX=3,
-#  fewer flushes) vs the default, alternating, T = 8192 S = 1M H = 64 and 32. H = 64 158.2 vs
-#  152.6 ms, H = 32 82.7 vs 83.4: not adopted)
-lxab: for x in 1 3 1 3; do for h in 64 32; do echo "LTK_CUDA_SCAN_LX=$x H=$h"; LTK_CUDA_SCAN_LX=$x gpu-bin/bench-cuda-indexer --T 8192 --H $h --k 2048 --reps 3 --S 1048576 --algos fused 2>/dev/null | grep -E "^1048576 "; done; done; gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 3 --S 1048576 --algos score_only 2>/dev/null | grep -E "^1048576 "
-lxab: for x in 1 3; do echo "LTK_CUDA_SCAN_LX=$x trace"; LTK_CUDA_SCAN_LX=$x LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused 2>&1 | grep -E "fused scan" | tail -2; done; echo "NOPASS trace"; LTK_CUDA_SCAN_NOPASS=1 LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused 2>&1 | grep -E "fused scan" | tail -2
-lxab: LTK_CUDA_SCAN_LX=3 gpu-bin/test-cuda-indexer 2>&1 | tail -2
-# (ncuscan: Nsight Compute source counters (SASS, stall samples per instruction) of one fused scan
-#  launch, T = 2048 S = 1M H = 64, normal and with LTK_CUDA_SCAN_NOPASS=1: where the passing entries'
-#  ~3% goes)
-ncuscan: for np in 0 1; do LTK_CUDA_SCAN_NOPASS=$np ncu --clock-control none --kernel-name regex:ltk_sm90_scan_kernel --launch-skip 1 --launch-count 1 --section WarpStateStats --section SourceCounters --section SpeedOfLight -f -o "$OUT/scan$np" gpu-bin/bench-cuda-indexer --T 2048 --H 64 --k 2048 --reps 1 --S 1048576 --algos fused >/dev/null 2>&1; echo "ncu rc=$?"; ncu --import "$OUT/scan$np.ncu-rep" --page source --csv --print-source sass >"$OUT/scan$np-sass.csv" 2>&1; ncu --import "$OUT/scan$np.ncu-rep" --page details --csv >"$OUT/scan$np-details.csv" 2>&1; rm -f "$OUT/scan$np.ncu-rep"; done; ls -la "$OUT"
-# (kgraph2: racecheck of the kNN tests with the check + fallback graph forced, the last lines of its
-#  output whatever they are (session 7's run died before its summary))
-kgraph2: LTK_CUDA_KNN_GRAPH=1 gpu-bin/test-cuda-knn | tail -2; LTK_CUDA_KNN_GRAPH=1 compute-sanitizer --tool memcheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; LTK_CUDA_KNN_GRAPH=1 compute-sanitizer --tool racecheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | tail -25; echo "racecheck rc=${PIPESTATUS[0]}"
 # (cli64: litetopk bench dsa at S = 1M, the three algos, for the run's board)
 cli64: gpu-bin/litetopk bench dsa --T 8192 --S 1048576 --H 64 --D 128 --k 2048 --chunk 8192 --backend cuda --algos fused,score_only,materialize --reps 3 --warmup 1 --json "$OUT/bench.jsonl" | grep -E "^  (fused|score_only|materialize) |exactness"
-# (kfix, run in s8-run7 on binaries of fd2acca whose kNN changes were then reverted: threshold
-#  passes below the sample's shared bits (threshold still 20.3 us), the final select as a node of
-#  the check + fallback graph (check -> final still 5 us), no query-norm kernel for inner products.
-#  Tests passed in 4 modes; the case ran out of time before the mma.sync tests and the sanitizers)
-kfix: gpu-bin/test-cuda-knn | tail -2; LTK_CUDA_KNN_GRAPH=1 gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_KNN_GRAPH=0 gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_KNN_THR=global gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_KNN_SM90=0 gpu-bin/test-cuda-knn | tail -1; for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done; LTK_CUDA_KNN_GRAPH=1 compute-sanitizer --tool memcheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"
+# (kfix: the checks to run after a change to the kNN kernels: the tests on both main loops (the
+#  portable one under LTK_CUDA_PORTABLE=1), memcheck and racecheck, then the timeline and the table)
+kfix: gpu-bin/test-cuda-knn | tail -2; LTK_CUDA_PORTABLE=1 gpu-bin/test-cuda-knn | tail -1; for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done
 kfix: python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192
 kfix: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
 # (kncu: Nsight Compute on the kNN threshold and final select kernels, B = 64, N = 1M, k = 1024:
 #  why the threshold takes ~20 us for 64 x 32,768 sampled keys (s8-run7 ruled out its first pass's
 #  bins); not yet run)
 kncu: ncu --clock-control none --kernel-name regex:"knn_threshold_kernel|knn_final_kernel" --launch-skip 2 --launch-count 2 --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis --section SourceCounters -f -o "$OUT/kthr" python3 bench/knn_once.py --B 64 --N 1048576 --k 1024 --algo fused >/dev/null 2>&1; echo "ncu rc=$?"; ncu --import "$OUT/kthr.ncu-rep" --page details --csv >"$OUT/kthr-details.csv" 2>&1; ncu --import "$OUT/kthr.ncu-rep" --page source --csv --print-source sass >"$OUT/kthr-sass.csv" 2>&1; rm -f "$OUT/kthr.ncu-rep"
-# (ksmp: the threshold's sample size and candidate target, LTK_CUDA_KNN_SAMPLE_MUL : CAND_PCT (0: the 160/200 rule), A/B in
-#  one process at B = 64; 32:0 is the default since 7c0e46b (32:200 before). s9-run2..4)
-ksmp: LTK_CUDA_KNN_SAMPLE_MUL=16 LTK_CUDA_KNN_CAND_PCT=300 gpu-bin/test-cuda-knn | tail -1
-ksmp: python3 bench/knn_sample_ab.py --N 1048576,2097152 --k 128,1024,2048,4096,8192 --set 32:0,32:200,64:0 --json "$OUT/bench.jsonl"
-ksmp: for s in 32:200 16:300; do echo "SAMPLE_MUL:CAND_PCT=$s"; LTK_CUDA_KNN_SAMPLE_MUL=${s%%:*} LTK_CUDA_KNN_CAND_PCT=${s##*:} python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192; done
 # (kgncu: Nsight Compute on the kNN GATE scan at B = 1024 (128-query items), N = 1M, fused and
 #  score-only: what held the large-batch loop at ~60% of the GEMM rate; s9-run2, s9-run3)
 kgncu: for al in fused:1 score_only:0; do ncu --clock-control none --kernel-name regex:ks_score_kernel --launch-skip ${al##*:} --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section SourceCounters --section Occupancy -f -o "$OUT/kg-${al%%:*}" python3 bench/knn_once.py --B 1024 --N 1048576 --k 1024 --algo ${al%%:*} --calls 2 >/dev/null 2>&1; echo "ncu ${al%%:*} rc=$?"; ncu --import "$OUT/kg-${al%%:*}.ncu-rep" --page details --csv >"$OUT/kg-${al%%:*}-details.csv" 2>&1; done; ncu --import "$OUT/kg-fused.ncu-rep" --page source --csv --print-source sass >"$OUT/kg-fused-sass.csv" 2>&1; rm -f "$OUT"/kg-*.ncu-rep
@@ -160,8 +108,3 @@ kab: tar -xJf gpu-pack/base.tar.xz 2>/dev/null; for v in base new; do l=$PWD/gpu
 kcli2: for N in 2097152 4194304 5242880; do for k in 128 1024 4096 8192; do gpu-bin/litetopk bench knn --N $N --B 64 --D 768 --k $k --dtype bf16 --backend cuda --algos fused,materialize,score_only --reps 20 --json "$OUT/bench.jsonl" | grep -E "bench knn|device copy|^  (fused|materialize|score_only) |exactness"; done; done
 # (kcli5: kcli at N = 5M)
 kcli5: for k in 128 1024 4096 8192; do gpu-bin/litetopk bench knn --N 5242880 --B 64 --D 768 --k $k --dtype bf16 --backend cuda --algos fused,materialize,score_only --reps 20 --json "$OUT/bench.jsonl" | grep -E "bench knn|device copy|^  (fused|materialize|score_only) |exactness"; done
-# (ksub: the GATE's per-query staging lists, default since s11-run1; the shared-list path
-#  (LTK_CUDA_KNN_SUBLISTS=0) under the tests and sanitizers, then an A/B in one process)
-ksub: LTK_CUDA_KNN_SUBLISTS=0 gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_KNN_GRAPH=1 gpu-bin/test-cuda-knn | tail -1; for t in memcheck racecheck; do LTK_CUDA_KNN_SUBLISTS=0 compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done
-ksub: for k in 1024 4096 8192; do for v in 0 1 0 1; do echo "[SUBLISTS=$v k=$k]"; LTK_CUDA_KNN_SUBLISTS=$v gpu-bin/litetopk bench knn --N 1048576 --B 64 --D 768 --k $k --dtype bf16 --backend cuda --algos fused,materialize --reps 30 | grep -E "^  fused|exactness"; done; done
-ksub: for v in 0 1; do echo "[SUBLISTS=$v]"; LTK_CUDA_KNN_SUBLISTS=$v python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192 2>&1 | grep -E "event-timed|ks_score_kernel<2, 1"; done

@@ -16,7 +16,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchio import emit_jsonl, read_fbin  # noqa: E402
-from gpu_ltk_ctypes import Lib, Stats, commit, time_ms  # noqa: E402
+from gpu_bench_util import GpuCalls, commit, time_ms  # noqa: E402
+from litetopk import _ffi  # noqa: E402  (python/ put on sys.path by gpu_bench_util)
 
 
 def main():
@@ -27,7 +28,7 @@ def main():
     args = ap.parse_args()
     xb = torch.from_numpy(read_fbin(os.path.join(args.data, "minilm_base.fbin"))).cuda()
     xq = torch.from_numpy(read_fbin(os.path.join(args.data, "minilm_query.fbin"))).cuda()[: args.batch]
-    lib = Lib()
+    lib = GpuCalls()
     out = open(args.json, "a") if args.json else None
     ref = xq.double() @ xb.double().T  # float64 reference scores
     for dt in (torch.bfloat16, torch.float32):
@@ -37,7 +38,7 @@ def main():
             B = q.shape[0]
             oi, os_ = torch.empty(B, k, dtype=torch.int64, device="cuda"), torch.empty(B, k, device="cuda")
             oi2, os2 = torch.empty_like(oi), torch.empty_like(os_)
-            st = Stats()
+            st = _ffi.ltk_stats()
             lib.knn(q, x, k, oi, os_, metric="ip", algo="fused", stats=st)
             lib.knn(q, x, k, oi2, os2, metric="ip", algo="materialize")
             same = bool(torch.equal(oi, oi2)) and bool(torch.equal(os_, os2))

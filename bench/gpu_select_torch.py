@@ -14,7 +14,8 @@ import sys
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from gpu_ltk_ctypes import UNSORTED, Lib, Stats, commit, time_ms  # noqa: E402
+from gpu_bench_util import GpuCalls, commit, time_ms  # noqa: E402
+from litetopk import _ffi  # noqa: E402  (python/ put on sys.path by gpu_bench_util)
 
 SHAPES = [  # rows, cols, k, dtype
     (1, 1 << 20, 2048, torch.float32),
@@ -42,7 +43,7 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    lib = Lib()
+    lib = GpuCalls()
     dev = torch.cuda.get_device_name()
     out = open(args.json, "a") if args.json else None
     shapes = SHAPES[:3] if args.quick else SHAPES
@@ -57,8 +58,8 @@ def main():
             os_ = torch.empty(rows, k, dtype=torch.float32, device="cuda")
             reps = 5 if rows * cols >= (1 << 31) else 20
             recs = []
-            for flags, sorted_ in ((0, True), (UNSORTED, False)):
-                st = Stats()
+            for flags, sorted_ in ((0, True), (_ffi.FLAG_UNSORTED, False)):
+                st = _ffi.ltk_stats()
                 lib.select(x, k, oi, os_, flags=flags, stats=st)
                 ok = check(x, None, oi, k)
                 if inp == "flat" and sorted_:  # ties: the k lowest indices, in order

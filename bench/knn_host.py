@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Where a kNN call's time goes on the host: how long one call takes to enqueue its work, through
-the benchmark's ctypes helper (its arguments built anew, or replayed by Lib.knn_prepared) and through the bare C entry point with its arguments built once,
-and what that adds to a call timed alone (events around one call, then a sync: how the tables time)
-against calls issued back to back (the GPU never waits for the host).
+the benchmark's ctypes helper (its arguments built anew, or replayed by GpuCalls.knn_prepared) and
+through the bare C entry point with its arguments built once, and what that adds to a call timed
+alone (events around one call, then a sync: how the tables time) against calls issued back to back
+(the GPU never waits for the host).
     python3 bench/knn_host.py --B 64 --N 1048576 --k 1024,8192
 Enqueue times are taken while the GPU is kept busy (torch.cuda._sleep), so no call waits on it."""
 import ctypes as C
@@ -13,13 +14,14 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_ltk_ctypes import ALGO, Lib, knn_args, knn_shape_args, randn_knn, time_ms  # noqa: E402
+from gpu_bench_util import GpuCalls, knn_args, knn_shape_args, randn_knn, time_ms  # noqa: E402
+from litetopk import _ffi  # noqa: E402  (python/ put on sys.path by gpu_bench_util)
 
 ap = knn_shape_args()
 ap.add_argument("--reps", type=int, default=30)
 a = ap.parse_args()
 x, q = randn_knn(a)
-lib = Lib()
+lib = GpuCalls()
 
 
 def median(v):
@@ -58,12 +60,12 @@ for k in [int(v) for v in a.k.split(",")]:
     helper = lib.knn_prepared(q, x, k, oi, osc, algo="fused")  # (replays them)
     # the bare entry point: arguments, execution record and workspace built once
     args = knn_args(q, x, k, oi, osc)
-    ex = lib._exec(ALGO["fused"])
-    ws = lib._ws["knn_fused"]
+    ex = lib.exec_record(_ffi.ALGO_FUSED)
+    ws = lib.workspace("knn_fused")  # (sized by knn_prepared's checked call)
     ex.workspace, ex.workspace_bytes = ws.data_ptr(), ws.numel()
     fn_c, pa, pe = lib.lib.ltk_knn_topk, C.byref(args), C.byref(ex)
     bare = lambda: fn_c(pa, pe)  # noqa: E731
-    assert bare() == 0
+    _ffi.check(bare(), "bare ltk_knn_topk")
     r = dict(k=k)
     r["enqueue_us_uncached"] = enqueue_us(uncached, a.reps)
     r["enqueue_us_helper"] = enqueue_us(helper, a.reps)

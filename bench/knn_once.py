@@ -8,7 +8,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_ltk_ctypes import Lib, knn_shape_args, randn_knn  # noqa: E402
+from gpu_bench_util import GpuCalls, knn_shape_args, randn_knn  # noqa: E402
 
 ap = knn_shape_args(N=5 << 20, k=1024)
 ap.add_argument("--algo", default="score_only")
@@ -17,7 +17,7 @@ a = ap.parse_args()
 x, q = randn_knn(a)
 oi = torch.empty(a.B, a.k, dtype=torch.int64, device="cuda")
 osc = torch.empty(a.B, a.k, dtype=torch.float32, device="cuda")
-lib = Lib()
+lib = GpuCalls()
 for _ in range(a.calls):
     lib.knn(q, x, a.k, oi, osc, algo=a.algo)
 torch.cuda.synchronize()

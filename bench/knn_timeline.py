@@ -11,14 +11,14 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_ltk_ctypes import Lib, knn_shape_args, randn_knn, time_ms  # noqa: E402
+from gpu_bench_util import GpuCalls, knn_shape_args, randn_knn, time_ms  # noqa: E402
 
 ap = knn_shape_args()
 ap.add_argument("--algo", default="fused")
 ap.add_argument("--host", action="store_true", help="also the CUDA runtime calls of the last call on the host side")
 a = ap.parse_args()
 x, q = randn_knn(a)
-lib = Lib()
+lib = GpuCalls()
 for k in [int(v) for v in a.k.split(",")]:
     oi = torch.empty(a.B, k, dtype=torch.int64, device="cuda")
     osc = torch.empty(a.B, k, dtype=torch.float32, device="cuda")

@@ -8,14 +8,15 @@
 #   scripts/gpu.sh [all|tests|bench|quick|debug|cases|profile]   (on the GPU machine) run; results under $OUT
 #   profile: a fused call's stages traced, and Nsight Compute on its sample/select/vote kernels
 #   cases: only the lines of bench/gpu-cases.sh (with CASES="tags")
-#   debug: the stall hunt of the third run: medium_* tests (several work units per CTA) and one
+#   debug: a stall hunt: medium_* tests (several work units per CTA) and one
 #          T=1024 benchmark with LTK_CUDA_TRACE=1 (every stage synchronised and timed on stderr),
 #          then the small tests (score tolerance fix), then the large tests; every test isolated.
 # Device tool: run `scripts/gpu.sh prepare` here, then run(command="scripts/gpu.sh all",
 # carry=["gpu-pack"]). Knobs: GPU_BUDGET_S (whole call, default 540), TEST_S, REPS, BENCH_S, CHUNKS
 # ("1024 128" adds chunked CLI runs), SKIP_CASES=1 (no bench/gpu-cases.sh), CASES="py dsa prefill sk"
 # (only those tagged lines of it; CASE_S seconds each, default 120), SKIP_OTHERS=1 (no
-# select/kNN tests). The sm_90a scan is the library default on sm_90 (LTK_CUDA_SM90=0 turns it off).
+# select/kNN tests). The sm_90a kernels are the library default on sm_90 (LTK_CUDA_PORTABLE=1 selects
+# the portable path of every CUDA operation instead).
 #
 # Binaries: gpu-bin/ when carried (prepare), else a build into build-gpu on the spot.
 # Outputs ($OUT, at most 8 files): test.log sanitizer.log bench.jsonl bench.log extra.log
@@ -202,7 +203,7 @@ if [ "$MODE" != bench ]; then
   note "smoke rc=$rc: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
   if [ $rc -eq 124 ]; then
     note "smoke test hung: the sm_90a kernel is suspect; tests go on on the portable path, no benchmarks"
-    export LTK_CUDA_PORTABLE=1 LTK_CUDA_SM90=0
+    export LTK_CUDA_PORTABLE=1
     HUNG=1
   fi
   step "GPU tests"
@@ -226,10 +227,10 @@ if [ "$MODE" != bench ]; then
   if [ -x "$BIN/test-cuda-knn" ] && [ "${SKIP_OTHERS:-0}" != 1 ]; then
     # the run above used the kNN's wgmma + TMA main loop (knn-sm90.cu, the default on sm_90); then
     # the mma.sync loop that other GPUs run
-    step "test-cuda-knn with LTK_CUDA_KNN_SM90=0"
-    echo "== LTK_CUDA_KNN_SM90=0" >>"$OUT/test.log"
-    LTK_CUDA_KNN_SM90=0 timeout $(tmo 120) "$BIN/test-cuda-knn" >>"$OUT/test.log" 2>&1
-    note "test-cuda-knn (LTK_CUDA_KNN_SM90=0) rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
+    step "test-cuda-knn with LTK_CUDA_PORTABLE=1"
+    echo "== LTK_CUDA_PORTABLE=1" >>"$OUT/test.log"
+    LTK_CUDA_PORTABLE=1 timeout $(tmo 120) "$BIN/test-cuda-knn" >>"$OUT/test.log" 2>&1
+    note "test-cuda-knn (LTK_CUDA_PORTABLE=1) rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
     if command -v compute-sanitizer >/dev/null; then
       for tool in memcheck racecheck; do
         echo "== $tool test-cuda-knn --small (sm90)" >>"$OUT/sanitizer.log"
