@@ -1,7 +1,8 @@
 """ctypes mirror of include/litetopk.h: library discovery, structures, prototypes, errors.
 
-Everything here follows the header field for field; tests/test_abi.py compiles a small C program
-against the header (when a compiler is present) and checks the offsets below against it.
+Everything here follows the header field for field; python/tests/test_abi.py checks every status
+code, enumerator and flag below against the header by name and value, and compiles a small C
+program against the header (when a compiler is present) to check the structures' offsets.
 """
 from __future__ import annotations
 
@@ -249,9 +250,11 @@ def candidate_paths():
         return [Path(env)]  # an explicit choice is never silently replaced by another library
     paths.append(_PKG_DIR / "_lib" / _LIB_NAME)
     for root in _checkout_roots():
-        # newest build first: the one the developer most likely just rebuilt
+        # newest build first: the one the developer most likely just rebuilt. A link whose target
+        # is missing (build*/liblitetopk.so while that build relinks the library) sorts last, and
+        # lib() reports it as missing instead of the sort failing.
         found = glob.glob(str(root / "build*" / _LIB_NAME))
-        found.sort(key=lambda p: os.path.getmtime(p), reverse=True)
+        found.sort(key=lambda p: os.path.getmtime(p) if os.path.exists(p) else 0.0, reverse=True)
         paths.extend(Path(p) for p in found)
     return paths
 
