@@ -1,17 +1,17 @@
 # GPU cases run by scripts/gpu.sh on the H200, from the repository root after the build: one command a
 # line, "tag: command". CASES="py dsa" (gpu.sh's environment) runs only lines with those tags; empty =
 # all. Each line has its own time limit (CASE_S, default 120 s). JSON lines go to $OUT/bench.jsonl.
-# Python binding (issue 3): numpy/torch CPU and CUDA-tensor tests against the library just built.
+# Python binding: numpy/torch CPU and CUDA-tensor tests against the library just built.
 py: python3 -m pytest -q -rs -p no:cacheprovider python/tests
-# Indexer (issue 4): litetopk fused / score-only / materialize vs the torch baseline (Triton fused-heads
+# Indexer: litetopk fused / score-only / materialize vs the torch baseline (Triton fused-heads
 # FP8 logits + torch.topk, 512 MB logits budget), same process, same tensors.
 dsa: python3 bench/dsa_torch.py --S 262144,1048576 --reps 3 --json "$OUT/bench.jsonl"
 dsa32: python3 bench/dsa_torch.py --H 32 --S 1048576 --reps 3 --json "$OUT/bench.jsonl"
-# Prefill driver (issue 6): exactness at L=65536 for the three shapes (fused vs materialize bit-exact,
+# Prefill driver: exactness at L=65536 for the three shapes (fused vs materialize bit-exact,
 # vs the torch partition-merge of StreamIndex), then the scaling study; materialize under a 512 MB
-# logits budget as the issue asks.
+# logits budget (what vLLM budgets).
 # (pcheck: the three L = 65,536 exactness lines alone; othr: the select and kNN GPU tests alone.)
-# (p1m: the two L = 1M lines of the scaling study that the issue's targets name, runnable alone.)
+# (p1m: the two L = 1M lines of the scaling study, runnable alone.)
 # (p1s: the V3.2 L = 1M prefill against its own scan alone (score_only, no selection): the ceiling.)
 # (xover: where a fused call should run as dense windows: 8,192 rows at the end of S keys, the
 #  filter (LTK_CUDA_FUSED_DENSE_S=0) vs dense windows; ptrace: the V3.2 L=1M prefill with every
@@ -29,7 +29,7 @@ prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-pr
 prefill: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v4-flash --L 2097152 --algos fused,materialize --json "$OUT/bench.jsonl"
 # Where the fused call's time goes (every stage synchronised and timed; T=8192 S=256K, H=64).
 trace: LTK_CUDA_TRACE=1 gpu-bin/bench-cuda-indexer --T 8192 --H 64 --k 2048 --reps 1 --S 262144 --algos fused 2>&1 | grep -E "ltk cuda|median"
-# GPU select + kNN (src/cuda/select.cu, knn.cu; issue 4 item 5, issue 5): the CLI select bench, then same-process
+# GPU select + kNN (src/cuda/select.cu, knn.cu): the CLI select bench, then same-process
 # comparisons with torch.topk and cuBLAS GEMM + torch.topk (their GPU tests and compute-sanitizer runs are steps of
 # scripts/gpu.sh itself); JSON lines appended to $OUT/bench.jsonl (op select / knn), summaries to stdout.
 sk: for s in "1 1048576" "64 1048576" "128 1048576" "8192 1048576"; do set -- $s; $(ls -t build*/tools/litetopk | head -1) bench select --backend cuda --rows $1 --cols $2 --k 2048 --dtype f32 --dist normal --json "${OUT:-.}/bench.jsonl"; done
@@ -49,8 +49,7 @@ pcheck: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --
 cli32: for a in score_only,fused fused,score_only; do gpu-bin/litetopk bench dsa --T 8192 --S 1048576 --H 32 --D 128 --k 2048 --chunk 8192 --backend cuda --algos $a --reps 3 --warmup 1 --json "$OUT/bench.jsonl" | grep -E "^  (fused|score_only) "; done
 othr: gpu-bin/test-cuda-select | tail -3; gpu-bin/test-cuda-knn | tail -3; LTK_CUDA_PORTABLE=1 gpu-bin/test-cuda-knn | tail -2
 knnq: gpu-bin/test-cuda-knn | tail -2; python3 bench/gpu_knn_torch.py --quick --json "${OUT:-.}/bench.jsonl"
-# (ktl: one kNN call's kernels on a timeline (torch profiler). Session 6 run 3 compared a host read
-#  of the fallback flag with always launching the fallback passes; the read is gone since.)
+# (ktl: one kNN call's kernels on a timeline (torch profiler))
 ktl: python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192
 ktl: python3 bench/knn_timeline.py --B 64 --N 2097152 --k 128,8192
 # (kmini: the real MiniLM set, its three parts copied to /tmp/minilm by earlier calls on the same
@@ -78,21 +77,17 @@ kfix: gpu-bin/test-cuda-knn | tail -2; LTK_CUDA_PORTABLE=1 gpu-bin/test-cuda-knn
 kfix: python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192
 kfix: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
 # (kncu: Nsight Compute on the kNN threshold and final select kernels, B = 64, N = 1M, k = 1024:
-#  why the threshold takes ~20 us for 64 x 32,768 sampled keys (s8-run7 ruled out its first pass's
-#  bins); not yet run)
+#  where the threshold's ~20 us for 64 x 32,768 sampled keys go)
 kncu: ncu --clock-control none --kernel-name regex:"knn_threshold_kernel|knn_final_kernel" --launch-skip 2 --launch-count 2 --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis --section SourceCounters -f -o "$OUT/kthr" python3 bench/knn_once.py --B 64 --N 1048576 --k 1024 --algo fused >/dev/null 2>&1; echo "ncu rc=$?"; ncu --import "$OUT/kthr.ncu-rep" --page details --csv >"$OUT/kthr-details.csv" 2>&1; ncu --import "$OUT/kthr.ncu-rep" --page source --csv --print-source sass >"$OUT/kthr-sass.csv" 2>&1; rm -f "$OUT/kthr.ncu-rep"
 # (kgncu: Nsight Compute on the kNN GATE scan at B = 1024 (128-query items), N = 1M, fused and
-#  score-only: what held the large-batch loop at ~60% of the GEMM rate; s9-run2, s9-run3)
+#  score-only: what holds the large-batch loop below the GEMM rate)
 kgncu: for al in fused:1 score_only:0; do ncu --clock-control none --kernel-name regex:ks_score_kernel --launch-skip ${al##*:} --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section SourceCounters --section Occupancy -f -o "$OUT/kg-${al%%:*}" python3 bench/knn_once.py --B 1024 --N 1048576 --k 1024 --algo ${al%%:*} --calls 2 >/dev/null 2>&1; echo "ncu ${al%%:*} rc=$?"; ncu --import "$OUT/kg-${al%%:*}.ncu-rep" --page details --csv >"$OUT/kg-${al%%:*}-details.csv" 2>&1; done; ncu --import "$OUT/kg-fused.ncu-rep" --page source --csv --print-source sass >"$OUT/kg-fused-sass.csv" 2>&1; rm -f "$OUT"/kg-*.ncu-rep
-# (kcli: `litetopk bench knn`, the issue's tool: B = 64, D = 768 bf16 clustered embeddings, fused /
-#  materialize / score-only with the device copy rate of each process, x one read of the corpus; C
-#  host path, no Python in the timed call. s9-run5 also ran an A/B of launching the query-norm
-#  kernel after the sample scan for inner products (0.467-0.470 vs 0.467-0.468 ms at 1M: dropped).
-#  s9-run5/6 loaded 1M / 2M from files dumped once (the generator was serial); it runs per block in
-#  parallel since, so the case generates every shape directly, 1M to 5M)
+# (kcli: `litetopk bench knn`: B = 64, D = 768 bf16 clustered embeddings, fused / materialize /
+#  score-only with the device copy rate of each process, x one read of the corpus; C host path, no
+#  Python in the timed call; every shape generated directly, 1M to 5M)
 kcli: for N in 1048576 2097152 4194304 5242880; do for k in 128 1024 4096 8192; do gpu-bin/litetopk bench knn --N $N --B 64 --D 768 --k $k --dtype bf16 --backend cuda --algos fused,materialize,score_only --reps 20 --json "$OUT/bench.jsonl" | grep -E "bench knn|device copy|^  (fused|materialize|score_only) |exactness"; done; done
 # (kg8: Nsight Compute on the kNN GATE scan at B = 64 (64-query items), N = 1M, k = 1024 and 8192:
-#  where the ~43 us that the gated scan gains at k = 8192 go (13k passing entries a query; s9-run4)
+#  where the time the gated scan gains at k = 8192 goes (13k passing entries a query))
 kg8: for k in 1024 8192; do ncu --clock-control none --kernel-name regex:ks_score_kernel --launch-skip 1 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section SourceCounters -f -o "$OUT/kg$k" python3 bench/knn_once.py --B 64 --N 1048576 --k $k --algo fused --calls 2 >/dev/null 2>&1; echo "ncu k=$k rc=$?"; ncu --import "$OUT/kg$k.ncu-rep" --page details --csv >"$OUT/kg$k-details.csv" 2>&1; ncu --import "$OUT/kg$k.ncu-rep" --page source --csv --print-source sass >"$OUT/kg$k-sass.csv" 2>&1; rm -f "$OUT/kg$k.ncu-rep"; done
 # (kf8: Nsight Compute on the kNN final select at B = 64, N = 1M, k = 4096 and 8192 (27 / 42 us))
 kf8: for k in 4096 8192; do ncu --clock-control none --kernel-name regex:knn_final_kernel --launch-skip 1 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SourceCounters -f -o "$OUT/kf$k" python3 bench/knn_once.py --B 64 --N 1048576 --k $k --algo fused --calls 2 >/dev/null 2>&1; echo "ncu k=$k rc=$?"; ncu --import "$OUT/kf$k.ncu-rep" --page details --csv >"$OUT/kf$k-details.csv" 2>&1; ncu --import "$OUT/kf$k.ncu-rep" --page source --csv --print-source sass >"$OUT/kf$k-sass.csv" 2>&1; rm -f "$OUT/kf$k.ncu-rep"; done
@@ -101,7 +96,7 @@ kcli1: for k in 128 1024 4096 8192; do gpu-bin/litetopk bench knn --N 1048576 --
 # (kab: A/B in one process order base / new / base / new of `litetopk bench knn` at B = 64, N = 1M:
 #  gpu-base/ holds the CLI and library of an earlier commit (gpu-pack/base.tar.xz, from
 #  `scripts/gpu.sh prepare-base <commit>` here); fused and materialize, so each run also checks
-#  fused == materialize. s10-run3..5)
+#  fused == materialize)
 kab: tar -xJf gpu-pack/base.tar.xz 2>/dev/null; echo "base $(cat gpu-base/commit) new $(cat gpu-bin/commit)"; for k in 128 1024 4096 8192; do for v in base new base new; do b=gpu-bin/litetopk; [ $v = base ] && b=gpu-base/litetopk; echo "[$v k=$k]"; $b bench knn --N 1048576 --B 64 --D 768 --k $k --dtype bf16 --backend cuda --algos fused,materialize --reps 30 | grep -E "^  fused|exactness"; done; done
 kab: tar -xJf gpu-pack/base.tar.xz 2>/dev/null; for v in base new; do l=$PWD/gpu-bin/liblitetopk.so; [ $v = base ] && l=$PWD/gpu-base/liblitetopk.so; echo "[$v]"; LTK_LIBRARY=$l python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,4096,8192 2>&1 | grep -v -i warn | grep -E "event-timed|ks_score|final|output|check"; done
 # (kcli2: kcli at N = 2M, 4M, 5M (kab covers 1M))
