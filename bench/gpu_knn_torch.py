@@ -61,7 +61,7 @@ def main():
     def emit(r):
         r.update(main_loop=MAIN_LOOP)
         r.update(op="knn", backend="cuda", D=D, dtype="bf16", metric="ip", device=dev, commit=commit(), copy_GBps=cg,
-                 gemm_TFLOPs=tf)
+                 gemm_TFLOPs=tf, harness="bench/gpu_knn_torch.py")
         r["floor_ms"] = r["N"] * D * 2 / (cg * 1e6)
         line = json.dumps(r)
         print(line, flush=True)

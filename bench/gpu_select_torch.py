@@ -74,7 +74,7 @@ def main():
             tt = {r["sorted"]: r["median_ms"] for r in recs if r["algo"] == "torch"}
             for r in recs:
                 r.update(op="select", backend="cuda", rows=rows, cols=cols, k=k, dtype=str(dt).split(".")[-1],
-                         input=inp, device=dev, commit=commit(), GBps=rows * cols * x.element_size() / (r["median_ms"] * 1e6))
+                         input=inp, device=dev, commit=commit(), harness="bench/gpu_select_torch.py", GBps=rows * cols * x.element_size() / (r["median_ms"] * 1e6))
                 if r["algo"] == "radix":
                     r["speedup_vs_torch"] = tt[r["sorted"]] / r["median_ms"]
                 line = json.dumps(r)

@@ -153,7 +153,8 @@ def main():
         results[algo] = out
         rec = dict(op="prefill", backend="cuda" if algo != "torch_merge" else "torch", algo=algo,
                    shape=args.shape, L=L, S=S, m=m, k=k, H=H, D=D, chunk=args.chunk, dtype="e4m3",
-                   median_ms=ms, aux_bytes=int(aux), tflops=flops / ms / 1e9, device=dev, commit=commit)
+                   median_ms=ms, aux_bytes=int(aux), tflops=flops / ms / 1e9, device=dev, commit=commit,
+                   harness="bench/prefill_torch.py")
         print(json.dumps(rec), flush=True)
         if args.json:
             with open(args.json, "a") as f:
