@@ -121,6 +121,6 @@ extern "C" ltk_status ltk_portable_scan(const ltk_scan_params *p, int nsm, cudaS
     if (p->nrows <= 0) return LTK_OK;
     int64_t grid = p->nrows < (int64_t)nsm * 8 ? p->nrows : (int64_t)nsm * 8;
     ltk_portable_scan_kernel<<<(unsigned)grid, PT_THREADS, smem, st>>>(*p);
-    LTK_CUDA_LAUNCHED("portable scan");
+    LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }

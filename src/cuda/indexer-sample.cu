@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(SMP_THREADS) smp_union_kernel(const int32_t *k
 extern "C" ltk_status ltk_idx_union(const int32_t *ks, const int32_t *ke, int64_t T, int64_t S, int32_t k,
                                     int skip_short, int64_t *lohi, cudaStream_t st) {
     smp_union_kernel<<<1, SMP_THREADS, 0, st>>>(ks, ke, T, S, k, skip_short, lohi);
-    LTK_CUDA_LAUNCHED("sample union");
+    LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }
 
@@ -180,7 +180,7 @@ extern "C" ltk_status ltk_idx_sample_list(const int32_t *hot, int32_t hot_cap, i
         attr_set = 1;
     }
     smp_list_kernel<<<1, SMP_THREADS, smem, st>>>(hot, hot_cap, m_hot, m_cold, win, lohi, P, m_max);
-    LTK_CUDA_LAUNCHED("sample list");
+    LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }
 
@@ -204,7 +204,7 @@ extern "C" ltk_status ltk_idx_gather(const ltk_indexer_args *a, const int32_t *P
     smp_gather_kernel<<<(unsigned)grid, 128, 0, st>>>((const uint8_t *)a->kv, (int64_t)es * a->D,
                                                         (int64_t)es * a->kv_stride_s, a->kv_scale, P, m_pad,
                                                         (uint8_t *)kvg, a->kv_scale ? scaleg : NULL);
-    LTK_CUDA_LAUNCHED("sample gather");
+    LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }
 
@@ -402,6 +402,6 @@ extern "C" ltk_status ltk_idx_prep(const ltk_indexer_args *a, int64_t row0, int6
     prep_q = prep_q < 2 ? 2 : (prep_q > 16 ? 16 : prep_q);
     smp_prep_kernel<<<(unsigned)nrows, PREP_THREADS, staged ? (size_t)m_max * 4 : 0, st>>>(
         a->ks, a->ke, a->S, a->k, row0, sc, ld, P, m_max, lohi, skip_short, smin, delta, th, cand_cnt, staged, prep_q);
-    LTK_CUDA_LAUNCHED("sample prep");
+    LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }

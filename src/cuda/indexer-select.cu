@@ -36,7 +36,7 @@ extern "C" ltk_status ltk_idx_short_rows(const ltk_indexer_args *a, cudaStream_t
     int64_t grid = a->T < 65536 ? a->T : 65536;
     sel_short_kernel<<<(unsigned)grid, 128, 0, st>>>(a->ks, a->ke, a->T, a->S, a->k, a->out_idx, a->out_stride,
                                                       (a->flags & LTK_FLAG_ABSOLUTE) != 0);
-    LTK_CUDA_LAUNCHED("short rows");
+    LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }
 
@@ -273,7 +273,7 @@ extern "C" ltk_status ltk_idx_select_cands(const ltk_indexer_args *a, int64_t ro
                                                                     stage_cap)
     SEL_BY_E(a->k, SEL_CAND_LAUNCH)
 #undef SEL_CAND_LAUNCH
-    LTK_CUDA_LAUNCHED("select candidates");
+    LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }
 
@@ -354,7 +354,7 @@ extern "C" ltk_status ltk_idx_select_dense(const ltk_indexer_args *a, int64_t ro
         *a, row0, list, list_count, list_off, logits, ld, col_lo, col_hi, run, run_cnt, first, final, skip_short)
     SEL_BY_E(a->k, SEL_DENSE_LAUNCH)
 #undef SEL_DENSE_LAUNCH
-    LTK_CUDA_LAUNCHED("select dense");
+    LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }
 
@@ -371,7 +371,7 @@ extern "C" ltk_status ltk_idx_mark_fallback(const int32_t *fb_list, const int32_
     (void)unused;
     if (!st_fb || nmax <= 0) return LTK_OK;
     sel_mark_fb_kernel<<<64, 256, 0, st>>>(fb_list, fb_count, st_fb, nmax);
-    LTK_CUDA_LAUNCHED("mark fallback");
+    LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }
 
@@ -391,6 +391,6 @@ extern "C" ltk_status ltk_idx_clamp_ranges(const int32_t *ks, const int32_t *ke,
     if (nrows <= 0) return LTK_OK;
     sel_clamp_kernel<<<(unsigned)((nrows + 255) / 256 < 1024 ? (nrows + 255) / 256 : 1024), 256, 0, st>>>(
         ks, ke, row0, nrows, S, starts, ends);
-    LTK_CUDA_LAUNCHED("clamp ranges");
+    LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }

@@ -171,7 +171,7 @@ static __device__ __forceinline__ bool sm90_tiles_contiguous(const int32_t *lo, 
 /* Watchdog of the spin waits (params.watchdog_ns, 0 = off). A wait that never ends cannot be
  * told from a slow kernel on the host; this records which role waited on what (unit, tile, stage,
  * parity) in host-mapped memory (params.diag, readable after the context is lost) and traps, so a
- * protocol bug becomes one line (printed by cuda.cu) and a launch error instead of a hang. Plain
+ * protocol bug becomes one line (printed by indexer.cu) and a launch error instead of a hang. Plain
  * stores, no printf: a call here would make ptxas spill in the math loop. Named barriers
  * (bar.sync) cannot be bounded: a stall there shows as the partner role reporting instead. */
 static __device__ __forceinline__ void sm90_stall(int32_t *diag, int role, int what, int64_t u, int64_t it, int32_t t,
@@ -695,7 +695,7 @@ template <int H> static ltk_status sm90_launch(const ltk_scan_params *p, int nsm
     if (units <= 0) return LTK_OK;
     int grid = (int)(units < nsm ? units : nsm);
     ltk_sm90_scan_kernel<H><<<grid, SM90_THREADS, cfg::SMEM, st>>>(tq, tkv, tks, *p);
-    LTK_CUDA_LAUNCHED("sm90 scan");
+    LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }
 

@@ -74,15 +74,13 @@ __global__ void vote_store_kernel(const uint64_t *sorted, int64_t n, int32_t cap
     if (threadIdx.x == 0) keys[0] = s_cnt;
 }
 
-static size_t al256(size_t x) { return (x + 255) & ~(size_t)255; }
-
 extern "C" ltk_status ltk_idx_vote_workspace(int64_t T, int32_t k, int64_t S, int32_t cap, size_t *bytes) {
     (void)cap;
     size_t temp = 0, t2 = 0;
     if (S <= VOTE_HIST_MAX_S) {
         LTK_CUDA_TRY(cub::DeviceRadixSort::SortKeysDescending(NULL, temp, (const uint64_t *)NULL, (uint64_t *)NULL,
                                                                (int64_t)S, 0, vote_bits(T)));
-        *bytes = al256(4 * (size_t)S) + 2 * al256(8 * (size_t)S) + al256(temp);
+        *bytes = ltk_al256(4 * (size_t)S) + 2 * ltk_al256(8 * (size_t)S) + ltk_al256(temp);
         return LTK_OK;
     }
     const int64_t n = T * (int64_t)k;
@@ -93,7 +91,7 @@ extern "C" ltk_status ltk_idx_vote_workspace(int64_t T, int32_t k, int64_t S, in
     LTK_CUDA_TRY(cub::DeviceRadixSort::SortKeysDescending(NULL, t2, (const uint64_t *)NULL, (uint64_t *)NULL, n, 0,
                                                           vote_bits(T)));
     temp = temp > t2 ? temp : t2;
-    *bytes = 4 * al256(4 * (size_t)n) + 2 * al256(8 * (size_t)n) + al256(256) + al256(temp);
+    *bytes = 4 * ltk_al256(4 * (size_t)n) + 2 * ltk_al256(8 * (size_t)n) + ltk_al256(256) + ltk_al256(temp);
     return LTK_OK;
 }
 
@@ -113,38 +111,38 @@ extern "C" ltk_status ltk_idx_vote(const ltk_indexer_args *a, ltk_indexer_state 
     }
     if (S <= VOTE_HIST_MAX_S) {
         uint32_t *cnt = (uint32_t *)w;
-        uint64_t *comp = (uint64_t *)(w + al256(4 * (size_t)S));
-        uint64_t *sorted = (uint64_t *)((uint8_t *)comp + al256(8 * (size_t)S));
-        void *temp = (uint8_t *)sorted + al256(8 * (size_t)S);
+        uint64_t *comp = (uint64_t *)(w + ltk_al256(4 * (size_t)S));
+        uint64_t *sorted = (uint64_t *)((uint8_t *)comp + ltk_al256(8 * (size_t)S));
+        void *temp = (uint8_t *)sorted + ltk_al256(8 * (size_t)S);
         size_t temp_bytes = ws_bytes - (size_t)((uint8_t *)temp - w);
         LTK_CUDA_TRY(cudaMemsetAsync(cnt, 0, 4 * (size_t)S, st));
         vote_count_kernel<<<1024, 256, 0, st>>>(a->out_idx, a->out_stride, T, k, a->ks, a->ke, S, abs_, cnt);
-        LTK_CUDA_LAUNCHED("vote count");
+        LTK_CUDA_TRY(cudaGetLastError());
         vote_comp_hist_kernel<<<1024, 256, 0, st>>>(cnt, S, comp);
-        LTK_CUDA_LAUNCHED("vote composites");
+        LTK_CUDA_TRY(cudaGetLastError());
         LTK_CUDA_TRY(cub::DeviceRadixSort::SortKeysDescending(temp, temp_bytes, comp, sorted, (int64_t)S, 0, bits, st));
         vote_store_kernel<<<1, 1024, 0, st>>>(sorted, S, state->capacity, state->keys);
-        LTK_CUDA_LAUNCHED("vote store");
+        LTK_CUDA_TRY(cudaGetLastError());
         return LTK_OK;
     }
     const int64_t n = T * (int64_t)k;
     int32_t *keys = (int32_t *)w;
-    int32_t *keys_s = (int32_t *)(w + al256(4 * (size_t)n));
-    int32_t *uniq = (int32_t *)((uint8_t *)keys_s + al256(4 * (size_t)n));
-    int32_t *counts = (int32_t *)((uint8_t *)uniq + al256(4 * (size_t)n));
-    uint64_t *comp = (uint64_t *)((uint8_t *)counts + al256(4 * (size_t)n));
-    uint64_t *sorted = (uint64_t *)((uint8_t *)comp + al256(8 * (size_t)n));
-    int32_t *nruns = (int32_t *)((uint8_t *)sorted + al256(8 * (size_t)n));
-    void *temp = (uint8_t *)nruns + al256(256);
+    int32_t *keys_s = (int32_t *)(w + ltk_al256(4 * (size_t)n));
+    int32_t *uniq = (int32_t *)((uint8_t *)keys_s + ltk_al256(4 * (size_t)n));
+    int32_t *counts = (int32_t *)((uint8_t *)uniq + ltk_al256(4 * (size_t)n));
+    uint64_t *comp = (uint64_t *)((uint8_t *)counts + ltk_al256(4 * (size_t)n));
+    uint64_t *sorted = (uint64_t *)((uint8_t *)comp + ltk_al256(8 * (size_t)n));
+    int32_t *nruns = (int32_t *)((uint8_t *)sorted + ltk_al256(8 * (size_t)n));
+    void *temp = (uint8_t *)nruns + ltk_al256(256);
     size_t temp_bytes = ws_bytes - (size_t)((uint8_t *)temp - w);
     vote_keys_kernel<<<1024, 256, 0, st>>>(a->out_idx, a->out_stride, T, k, a->ks, a->ke, S, abs_, keys);
-    LTK_CUDA_LAUNCHED("vote keys");
+    LTK_CUDA_TRY(cudaGetLastError());
     LTK_CUDA_TRY(cub::DeviceRadixSort::SortKeys(temp, temp_bytes, keys, keys_s, n, 0, 31, st));
     LTK_CUDA_TRY(cub::DeviceRunLengthEncode::Encode(temp, temp_bytes, keys_s, uniq, counts, nruns, n, st));
     vote_comp_runs_kernel<<<1024, 256, 0, st>>>(uniq, counts, nruns, n, comp);
-    LTK_CUDA_LAUNCHED("vote composites");
+    LTK_CUDA_TRY(cudaGetLastError());
     LTK_CUDA_TRY(cub::DeviceRadixSort::SortKeysDescending(temp, temp_bytes, comp, sorted, n, 0, bits, st));
     vote_store_kernel<<<1, 1024, 0, st>>>(sorted, n, state->capacity, state->keys);
-    LTK_CUDA_LAUNCHED("vote store");
+    LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }

@@ -1,7 +1,7 @@
 /* Internal interface of the CUDA indexer: the parameter block shared by the scoring kernels
  * (indexer-sm90.cu, indexer-portable.cu), the per-row state they read and write, the small device
  * helpers every indexer kernel must compute identically (bins, threshold edges, dtype decoding),
- * and the host launchers each kernel file provides to the driver in cuda.cu.
+ * and the host launchers each kernel file provides to the driver in indexer.cu.
  *
  * Row numbering: a launch covers `nrows` "local" rows. Local row r is absolute row row0 + r, or
  * row_list[r] in list mode (exact fallback). Per-row state arrays are indexed by the local row. */
@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "../ltk-impl.h"
+#include "cuda-common.cuh"
 
 #define LTK_NB 256 /* histogram bins per row */
 
@@ -61,9 +61,9 @@ typedef struct ltk_scan_params {
     int nsplit;              /* key splits per q-block (persistent scheduling unit = q-block x split) */
     int32_t *row_hist;       /* sm_90a fused, nsplit > 1: [nrows][LTK_NB] gate histogram carried from one
                               * split of a row to the next (raised with atomicMax; NULL = none) */
-    int nopass;              /* diagnostic (LTK_CUDA_SCAN_NOPASS): the fused scan's gate passes nothing */
+    int nopass;              /* test hook (ltk_tune.cuda_scan_nopass): the fused scan's gate passes nothing */
     int64_t watchdog_ns;     /* sm_90a: a barrier wait longer than this records where (diag) and traps (0 = off) */
-    int32_t *diag;           /* host-mapped watchdog record (cuda.cu, ltk_cuda_diag), may be NULL */
+    int32_t *diag;           /* host-mapped watchdog record (indexer.cu, diag_ptr), may be NULL */
 } ltk_scan_params;
 
 /* ---- device helpers shared by every indexer kernel ---------------------------------------- */
@@ -216,21 +216,8 @@ ltk_status ltk_idx_mark_fallback(const int32_t *fb_list, const int32_t *fb_count
 ltk_status ltk_idx_vote_workspace(int64_t T, int32_t k, int64_t S, int32_t cap, size_t *bytes);
 ltk_status ltk_idx_vote(const ltk_indexer_args *a, ltk_indexer_state *state, void *ws, size_t ws_bytes,
                         cudaStream_t st);
-
-/* cuda.cu */
-ltk_status ltk_cuda_check(cudaError_t e, const char *what);
-/* cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link). */
-void *ltk_cuda_tmap_encoder(void);
 #ifdef __cplusplus
 }
 #endif
-
-#define LTK_CUDA_TRY(expr)                                          \
-    do {                                                            \
-        cudaError_t ltk_e_ = (expr);                                \
-        if (ltk_e_ != cudaSuccess) return ltk_cuda_check(ltk_e_, #expr); \
-    } while (0)
-/* After a kernel launch: launch configuration errors are reported here. */
-#define LTK_CUDA_LAUNCHED(what) LTK_CUDA_TRY(cudaGetLastError())
 
 #endif

@@ -1,6 +1,6 @@
 /* sm_90a scoring main loop of the kNN (bf16 / f16): wgmma with fp32 accumulation, TMA loads into
  * an mbarrier ring, one producer thread and two math warp groups, a persistent grid of one CTA per
- * SM. It replaces only the main loop of knn.cu's mma.sync kernel: the work items (256 base rows x
+ * SM. It replaces only the main loop of knn-portable.cu's mma.sync kernel: the work items (256 base rows x
  * 64 queries, or x 128 queries for launches of >= 256: ks_cfg below), the epilogues (knn_emit:
  * STORE / GATE / HIST / TAKE) and everything around them (sample, threshold, check, exact
  * fallback, final select) are the same code.
@@ -36,7 +36,6 @@
 #include <string.h>
 
 #include "../ltk-order.h"
-#include "indexer.cuh" /* ltk_cuda_tmap_encoder */
 #include "knn.cuh"
 #include "ptx.cuh"
 
@@ -80,38 +79,6 @@ template <int QI, int MODE> constexpr int ks_smem() {
 #define KS_REG_MATH 232
 static_assert(128 * (168 - KS_REG_PRODUCER) >= 256 * (KS_REG_MATH - 168), "setmaxnreg pool");
 static_assert(65536 / KS_THREADS / 8 * 8 == 168, "the launch allocation the split assumes");
-
-/* D[64x128] (+)= A[64x16] * B[128x16]^T, bf16 or f16 from shared memory (K-major), fp32 in registers. */
-template <int DT>
-static __device__ __forceinline__ void ks_wgmma(float *d, uint64_t da, uint64_t db, int scale_d) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define KS_WGMMA_REGS                                                                                    \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                            \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                   \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                   \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                  \
-    "%64, %65, p, 1, 1, 0, 0;\n\t}"
-#define KS_WGMMA_OPS                                                                                     \
-    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),    \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),           \
-      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),         \
-      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),         \
-      "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),         \
-      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),         \
-      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),         \
-      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),         \
-      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])          \
-    : "l"(da), "l"(db), "r"(scale_d)
-    if (DT == 2)
-        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " KS_WGMMA_REGS KS_WGMMA_OPS);
-    else
-        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " KS_WGMMA_REGS KS_WGMMA_OPS);
-#undef KS_WGMMA_REGS
-#undef KS_WGMMA_OPS
-#endif
-}
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* Spin on an mbarrier phase; a wait past 10 s traps (a protocol bug becomes a launch error that
@@ -487,7 +454,7 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
                 const uint64_t da = ltk_desc_sw128(a + KS_X_BYTES);
                 const uint64_t db = ltk_desc_sw128(a + wg * (128 * 128));
 #pragma unroll
-                for (int kk = 0; kk < 4; kk++) ks_wgmma<DT>(acc[0], da + 2 * kk, db + 2 * kk, kt > 0 || kk > 0);
+                for (int kk = 0; kk < 4; kk++) ltk_wgmma_m64n128k16_16b<DT>(acc[0], da + 2 * kk, db + 2 * kk, kt > 0 || kk > 0);
             } else {
                 const uint64_t da = ltk_desc_sw128(a + KS_X_BYTES + wg * (64 * 128));
 #pragma unroll
@@ -495,7 +462,7 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
                     const uint64_t db = ltk_desc_sw128(a + s2 * (128 * 128));
 #pragma unroll
                     for (int kk = 0; kk < 4; kk++)
-                        ks_wgmma<DT>(acc[s2], da + 2 * kk, db + 2 * kk, kt > 0 || kk > 0);
+                        ltk_wgmma_m64n128k16_16b<DT>(acc[s2], da + 2 * kk, db + 2 * kk, kt > 0 || kk > 0);
                 }
             }
             ltk_wgmma_commit();
@@ -605,7 +572,7 @@ static int ks_qi128_allowed(void) { /* read at every launch: benchmarks switch i
 template <int DT, int MODE, int QI> static ltk_status ks_launch(const knn_params &p, int sms, cudaStream_t st) {
     static int attr_set = 0;
     if (!attr_set) {
-        LTK_SEL_TRY(cudaFuncSetAttribute(ks_score_kernel<DT, MODE, QI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        LTK_CUDA_TRY(cudaFuncSetAttribute(ks_score_kernel<DT, MODE, QI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          ks_smem<QI, MODE>()));
         attr_set = 1;
     }
@@ -616,7 +583,7 @@ template <int DT, int MODE, int QI> static ltk_status ks_launch(const knn_params
     const int grid = (int)(items < sms ? items : sms);
     if (grid < 1) return LTK_OK;
     ks_score_kernel<DT, MODE, QI><<<grid, KS_THREADS, ks_smem<QI, MODE>(), st>>>(tx, tq, p);
-    LTK_SEL_TRY(cudaGetLastError());
+    LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }
 

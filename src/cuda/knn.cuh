@@ -1,16 +1,20 @@
-/* What the kNN scoring kernels share (knn.cu: mma.sync, any sm_80+; knn-sm90.cu: wgmma + TMA): the
- * launch parameters, the ranking score of a dot product, and the four epilogues of one entry.
- * The same arithmetic in every mode of one kernel, so fused == materialize bit for bit. */
+/* Internal interface of the CUDA kNN: what the scoring kernels share (knn-portable.cu: mma.sync,
+ * any sm_80+; knn-sm90.cu: wgmma + TMA) — the launch parameters, the ranking score of a dot product,
+ * and the four epilogues of one entry, the same arithmetic in every mode of one kernel, so fused ==
+ * materialize bit for bit — and the per-query control block of the select kernels (knn-select.cu),
+ * with the host launchers each kernel file provides to the driver in knn.cu. */
 #ifndef LTK_CUDA_KNN_CUH
 #define LTK_CUDA_KNN_CUH
 
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "ltk-cuda.h"
+#include "cuda-common.cuh"
 #include "select.cuh"
 
 #define KNN_BQ 64 /* queries per tile (fb_any is kept per block of KNN_BQ queries) */
+#define KNN_SAMPLE 32768 /* most sample rows a chunk (the threshold kernel stages them: 128 KB) */
+#define KNN_QBATCH 1024 /* most queries a batch */
 
 enum { KNN_STORE = 0, KNN_GATE = 1, KNN_HIST = 2, KNN_TAKE = 3 };
 
@@ -88,11 +92,84 @@ static __device__ __forceinline__ void knn_emit(const knn_params &p, const uint3
 }
 
 
-/* sm_90a main loop (knn-sm90.cu). enabled: once per call — sm_90, sm_90a code in this build, a driver
- * with cuTensorMapEncodeTiled, and LTK_CUDA_KNN_SM90 not "0" (the default since it passed the GPU tests).
- * fits: per launch — bf16/f16 and 16-byte aligned rows and strides (what TMA needs). */
+/* ---- per-query control of the select kernels (one CTA of LTK_SEL_NT threads per query) ---------- */
+struct knn_ctl {
+    int nq, k, kp;
+    int64_t n, m, cap;
+    const float *samp; /* [nq][m] sample scores */
+    uint32_t *thr, *cnt;
+    uint32_t *fb_any, *fb_on, *fb_hist, *fb_cnt, *fb_kk;
+    uint64_t *fb_prefix, *fb_mask, *fb_out;
+    int32_t *fb_shift, *fb_top;
+    const uint32_t *ckey, *crel;
+    /* per-chunk results: sorted composites (key, ~local index), count */
+    uint64_t *res;
+    int32_t *res_cnt, *st_fb, *st_cand;
+    int thr_smem;   /* the threshold's radix passes over the sample staged in shared memory (ltk_knn_thr_smem) */
+    int stage;      /* final select: candidate keys it stages in shared memory (0: none) */
+    int sort_bucket; /* final select: 2 knn_final_bucket, 1 radix + ltk_sort_bucket, 0 radix + bitonic (knn_sort_bucket) */
+    int cand_pct;    /* candidate target of the threshold, percent of k (knn_cand_pct) */
+};
+
+/* What the final and output kernels write: the call's rows of one batch. */
+struct knn_out {
+    int nq, k, kp, nch, metric;
+    int64_t chunk_rows, out_stride;
+    const uint64_t *res;  /* [nch][nq][kp] */
+    const int32_t *res_cnt; /* [nch][nq] */
+    int64_t *out_idx;
+    float *out_scores;
+};
+
+/* Rank r of the threshold in the sample of m (of n rows): ~1.6k expected candidates where that
+ * rank is >= 100, else ~2k (pct = 0; else pct percent of k), and a stable quantile (16 <= r <= 64
+ * where that stays below half the cap), so that the expected count n r / m neither falls below k
+ * nor reaches the cap. Host (stage sizing) and device. */
+static __host__ __device__ __forceinline__ int64_t knn_thr_rank(int k, int64_t m, int64_t n, int64_t cap, int pct) {
+    int64_t r;
+    if (pct == 0) {
+        r = (160 * (int64_t)k * m + 100 * n - 1) / (100 * n);
+        if (r < 100) r = (2 * (int64_t)k * m + n - 1) / n;
+    } else {
+        r = (pct * (int64_t)k * m + 100 * n - 1) / (100 * n);
+    }
+    int64_t rv = cap * m / (2 * n);
+    rv = rv < 16 ? 16 : (rv > 64 ? 64 : rv);
+    return r < rv ? rv : r;
+}
+
+/* ---- host launchers ---------------------------------------------------------------------------- */
+/* knn-portable.cu: the mma.sync main loop (SIMT FMA for fp32) in mode MODE, and the queries'
+ * squared norms (which also zero the call's per-query statistics). */
+template <int DT, int MODE> ltk_status ltk_knn_mma_launch(const knn_params &p, int sms, cudaStream_t st);
+template <int DT>
+ltk_status ltk_knn_qnorm(const void *q, int64_t q_stride, int D, int nq, float *qn, int32_t *st_fb, int32_t *st_cand,
+                         cudaStream_t st);
+
+/* knn-sm90.cu: the sm_90a main loop. enabled: once per call — sm_90, sm_90a code in this build, a
+ * driver with cuTensorMapEncodeTiled, and LTK_CUDA_KNN_SM90 not "0" (the default since it passed
+ * the GPU tests). fits: per launch — bf16/f16 and 16-byte aligned rows and strides (what TMA needs). */
 int ltk_knn_sm90_enabled(int cc_major, int cc_minor);
 int ltk_knn_sm90_fits(const knn_params &p, int dt);
 template <int DT, int MODE> ltk_status ltk_knn_sm90_launch(const knn_params &p, int sms, cudaStream_t st);
+
+/* knn-select.cu: the per-query kernels of one chunk, in call order. */
+ltk_status ltk_knn_threshold(const knn_ctl &c, cudaStream_t st); /* the sample's r-th best: the GATE's threshold */
+ltk_status ltk_knn_check(const knn_ctl &c, cudaStream_t st);     /* which queries need the exact fallback */
+const void *ltk_knn_check_cond_kernel(void); /* the same check as a graph's first node: (knn_ctl, handle) */
+ltk_status ltk_knn_fb_step(const knn_ctl &c, cudaStream_t st);   /* between the fallback's histogram passes */
+/* The final select of every query of the chunk (smem: dynamic shared memory, ltk_knn_fin_smem_reserve). */
+ltk_status ltk_knn_final(const knn_ctl &c, const knn_out &o, size_t smem, cudaStream_t st);
+/* The merge of the chunks' results into the call's output. */
+ltk_status ltk_knn_output(const knn_out &o, size_t smem, cudaStream_t st);
+/* Materialize: a chunk's results from the select's output (k entries a query) and its scores. */
+ltk_status ltk_knn_mat_pack(const int32_t *idx, const float *sc, int nq, int k, int kp, uint64_t *res,
+                            int32_t *res_cnt, cudaStream_t st);
+/* 1 if the threshold kernel may stage KNN_SAMPLE keys in shared memory on device dev. */
+int ltk_knn_thr_smem(int dev);
+/* The largest static shared memory of the final and output kernels. */
+int64_t ltk_knn_fin_static_smem(void);
+/* Raises the final and output kernels' dynamic shared memory limit to fin_smem (never lowers it). */
+ltk_status ltk_knn_fin_smem_reserve(size_t fin_smem, int dev);
 
 #endif

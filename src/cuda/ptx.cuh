@@ -1,7 +1,9 @@
-/* Thin inline-PTX wrappers for the sm_90a indexer kernel: mbarrier, TMA (cp.async.bulk.tensor),
- * wgmma (FP8 e4m3 x e4m3 -> fp32, m64n128k32), shared-memory matrix descriptors, setmaxnreg,
- * named barriers. One instruction per function; the layouts they assume are described where the
- * kernel uses them (indexer-sm90.cu). Shared-memory addresses are 32-bit (cvta to .shared). */
+/* Every inline PTX of the CUDA backend, one thin wrapper an instruction: mbarrier, TMA
+ * (cp.async.bulk.tensor), wgmma (FP8 e4m3 for the indexer, bf16/f16 for the kNN), shared-memory
+ * matrix descriptors, setmaxnreg and named barriers (the sm_90a kernels: indexer-sm90.cu,
+ * knn-sm90.cu), and cp.async, ldmatrix and mma.sync (the kNN's portable main loop, sm_80+:
+ * knn-portable.cu). The layouts they assume are described where the kernels use them.
+ * Shared-memory addresses are 32-bit (cvta to .shared). */
 #ifndef LTK_CUDA_PTX_CUH
 #define LTK_CUDA_PTX_CUH
 
@@ -37,11 +39,6 @@ static __device__ __forceinline__ uint32_t ltk_mbar_try_wait(uint64_t *bar, uint
         : "r"(ltk_smem_addr(bar)), "r"(parity)
         : "memory");
     return ok;
-}
-/* Blocks until the phase with the given parity has completed. */
-static __device__ __forceinline__ void ltk_mbar_wait(uint64_t *bar, uint32_t parity) {
-    while (!ltk_mbar_try_wait(bar, parity)) {
-    }
 }
 /* Nanoseconds of the global timer (the same clock on every SM): watchdogs of spin loops. */
 static __device__ __forceinline__ uint64_t ltk_globaltimer(void) {
@@ -124,6 +121,82 @@ static __device__ __forceinline__ void ltk_wgmma_m64n128k32_e4m3(float *d, uint6
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "l"(da), "l"(db), "r"(scale_d));
+}
+
+/* D[64x128] (+)= A[64x16] * B[128x16]^T, bf16 (DT 2) or f16 (DT 1) from shared memory (K-major),
+ * fp32 in registers; scale_d as above. Empty outside sm_90a code (knn-sm90.cu's sm_80 image never runs it). */
+template <int DT>
+static __device__ __forceinline__ void ltk_wgmma_m64n128k16_16b(float *d, uint64_t da, uint64_t db, int scale_d) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define LTK_WGMMA_REGS                                                                                   \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                            \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                   \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                   \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                  \
+    "%64, %65, p, 1, 1, 0, 0;\n\t}"
+#define LTK_WGMMA_OPS                                                                                    \
+    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),    \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),           \
+      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),         \
+      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),         \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),         \
+      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),         \
+      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),         \
+      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),         \
+      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])          \
+    : "l"(da), "l"(db), "r"(scale_d)
+    if (DT == 2)
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " LTK_WGMMA_REGS LTK_WGMMA_OPS);
+    else
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " LTK_WGMMA_REGS LTK_WGMMA_OPS);
+#undef LTK_WGMMA_REGS
+#undef LTK_WGMMA_OPS
+#endif
+}
+
+/* ---- cp.async, ldmatrix, mma.sync (sm_80+) ---------------------------------------------------- *
+ * Built for an older target (e.g. a CMake default of sm_75) they compile to a trap; the host side
+ * refuses devices below compute capability 8.0 before launching anything. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define LTK_SM80(...) __trap()
+#else
+#define LTK_SM80(...) __VA_ARGS__
+#endif
+/* 16 bytes global -> shared, bypassing L1; ok = 0 zero-fills the destination instead. */
+static __device__ __forceinline__ void ltk_cp_async16(uint32_t dst, const void *src, bool ok) {
+    LTK_SM80(asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory"));
+}
+static __device__ __forceinline__ void ltk_cp_async_commit() { LTK_SM80(asm volatile("cp.async.commit_group;" ::: "memory")); }
+/* Waits until at most N committed groups are still in flight. */
+template <int N> static __device__ __forceinline__ void ltk_cp_async_wait() {
+    LTK_SM80(asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"));
+}
+/* Four 8x8 b16 matrices from shared memory, one row address a lane. */
+static __device__ __forceinline__ void ltk_ldmatrix_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                                       uint32_t &r3) {
+    LTK_SM80(asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                          : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                          : "r"(addr)));
+}
+/* C[16x8] += A[16x16] * B[16x8], f16 (DT 1) or bf16 (DT 2) operands in registers, fp32 accumulators. */
+template <int DT>
+static __device__ __forceinline__ void ltk_mma_m16n8k16(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    __trap();
+#else
+    if (DT == 1)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 /* ReLU that keeps NaN (max.NaN propagates it), matching the reference's ReLU on a NaN dot. */

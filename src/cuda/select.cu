@@ -20,7 +20,7 @@
  * order within the k slots may vary from run to run, as the contract allows). */
 #include <cub/device/device_segmented_radix_sort.cuh>
 
-#include "ltk-cuda.h"
+#include "cuda-common.cuh"
 #include "select.cuh"
 
 #define SEL_FAST_KMAX 4096
@@ -435,22 +435,19 @@ typedef struct sel_plan {
     size_t o_rowt, o_cnt, o_done, o_ovf, o_stc, o_stf, o_gkey, o_grel, o_gsel, o_gsel2, o_off, o_cub, total;
 } sel_plan;
 
-static size_t sel_align(size_t x) { return (x + 255) & ~(size_t)255; }
-
 template <int DT>
 static ltk_status sel_kernel_attrs(size_t fast_smem, size_t gen_smem, size_t sample_smem) {
-    if (fast_smem) LTK_SEL_TRY(cudaFuncSetAttribute(sel_fast_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fast_smem));
-    if (gen_smem) LTK_SEL_TRY(cudaFuncSetAttribute(sel_general_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gen_smem));
-    if (sample_smem) LTK_SEL_TRY(cudaFuncSetAttribute(sel_sample_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sample_smem));
+    if (fast_smem) LTK_CUDA_TRY(cudaFuncSetAttribute(sel_fast_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fast_smem));
+    if (gen_smem) LTK_CUDA_TRY(cudaFuncSetAttribute(sel_general_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gen_smem));
+    if (sample_smem) LTK_CUDA_TRY(cudaFuncSetAttribute(sel_sample_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sample_smem));
     return LTK_OK;
 }
 
 static ltk_status sel_make_plan(const ltk_select_args *a, sel_plan *pl) {
     memset(pl, 0, sizeof *pl);
-    int dev = 0, sms = 0, smem_optin = 0;
-    LTK_SEL_TRY(cudaGetDevice(&dev));
-    LTK_SEL_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    LTK_SEL_TRY(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    ltk_cuda_dev dv;
+    LTK_FORWARD_IF(ltk_cuda_device(&dv));
+    const int sms = dv.nsm, smem_optin = dv.smem_optin;
     int32_t kp = 1;
     while (kp < a->k) kp <<= 1;
     pl->kp = kp;
@@ -490,26 +487,26 @@ static ltk_status sel_make_plan(const ltk_select_args *a, sel_plan *pl) {
     }
     int64_t R = a->rows;
     size_t o = 0;
-    pl->o_rowt = o; o = sel_align(o + (size_t)R * 4);
-    pl->o_cnt = o; o = sel_align(o + (size_t)R * 4);
-    pl->o_done = o; o = sel_align(o + (size_t)R * 4);
-    pl->o_ovf = o; o = sel_align(o + (size_t)R * 4);
-    pl->o_stc = o; o = sel_align(o + (size_t)R * 4);
-    pl->o_stf = o; o = sel_align(o + (size_t)R * 4);
+    pl->o_rowt = o; o = ltk_al256(o + (size_t)R * 4);
+    pl->o_cnt = o; o = ltk_al256(o + (size_t)R * 4);
+    pl->o_done = o; o = ltk_al256(o + (size_t)R * 4);
+    pl->o_ovf = o; o = ltk_al256(o + (size_t)R * 4);
+    pl->o_stc = o; o = ltk_al256(o + (size_t)R * 4);
+    pl->o_stf = o; o = ltk_al256(o + (size_t)R * 4);
     size_t gc = pl->fast && pl->P > 1 ? (size_t)R * pl->P * pl->cap * 4 : 0;
-    pl->o_gkey = o; o = sel_align(o + gc);
-    pl->o_grel = o; o = sel_align(o + gc);
+    pl->o_gkey = o; o = ltk_al256(o + gc);
+    pl->o_grel = o; o = ltk_al256(o + gc);
     size_t gs = (!pl->fast && !pl->smem_sort) ? (size_t)pl->rb * kp * 8 : 0;
-    pl->o_gsel = o; o = sel_align(o + gs);
+    pl->o_gsel = o; o = ltk_al256(o + gs);
     if (gs && !(a->flags & LTK_FLAG_UNSORTED)) {
-        pl->o_gsel2 = o; o = sel_align(o + gs);
-        pl->o_off = o; o = sel_align(o + (size_t)(pl->rb + 1) * 4);
+        pl->o_gsel2 = o; o = ltk_al256(o + gs);
+        pl->o_off = o; o = ltk_al256(o + (size_t)(pl->rb + 1) * 4);
         size_t cb = 0;
-        LTK_SEL_TRY(cub::DeviceSegmentedRadixSort::SortKeysDescending(
+        LTK_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeysDescending(
             (void *)NULL, cb, (const uint64_t *)NULL, (uint64_t *)NULL, (int)(pl->rb * kp), (int)pl->rb,
             (const int *)NULL, (const int *)NULL + 1, 0, 64));
         pl->cub_bytes = cb;
-        pl->o_cub = o; o = sel_align(o + cb);
+        pl->o_cub = o; o = ltk_al256(o + cb);
     }
     pl->total = o;
     return LTK_OK;
@@ -530,11 +527,11 @@ static ltk_status sel_launch(const ltk_select_args *a, const sel_plan *pl, sel_p
         LTK_FORWARD_IF(sel_kernel_attrs<DT>(pl->smem, 0, pl->sample_smem));
         if (pl->P > 1) {
             sel_sample_kernel<DT><<<(unsigned)a->rows, LTK_SEL_NT, pl->sample_smem, st>>>(p);
-            LTK_SEL_TRY(cudaGetLastError());
+            LTK_CUDA_TRY(cudaGetLastError());
         }
         dim3 grid((unsigned)a->rows, (unsigned)pl->P);
         sel_fast_kernel<DT><<<grid, LTK_SEL_NT, pl->smem, st>>>(p);
-        LTK_SEL_TRY(cudaGetLastError());
+        LTK_CUDA_TRY(cudaGetLastError());
         return LTK_OK;
     }
     LTK_FORWARD_IF(sel_kernel_attrs<DT>(0, pl->smem, 0));
@@ -542,18 +539,18 @@ static ltk_status sel_launch(const ltk_select_args *a, const sel_plan *pl, sel_p
         int64_t nb = a->rows - r0 < pl->rb ? a->rows - r0 : pl->rb;
         p.row0 = r0;
         sel_general_kernel<DT><<<(unsigned)nb, LTK_SEL_NT, pl->smem, st>>>(p, pl->smem_sort);
-        LTK_SEL_TRY(cudaGetLastError());
+        LTK_CUDA_TRY(cudaGetLastError());
         if (!pl->smem_sort && !(a->flags & LTK_FLAG_UNSORTED)) {
             int *off = (int *)(ws + pl->o_off);
             uint64_t *out = (uint64_t *)(ws + pl->o_gsel2);
             sel_offsets_kernel<<<(unsigned)((nb + 256) / 256), 256, 0, st>>>(off, (int)nb, pl->kp);
-            LTK_SEL_TRY(cudaGetLastError());
+            LTK_CUDA_TRY(cudaGetLastError());
             size_t cb = pl->cub_bytes;
-            LTK_SEL_TRY(cub::DeviceSegmentedRadixSort::SortKeysDescending(
+            LTK_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeysDescending(
                 (void *)(ws + pl->o_cub), cb, (const uint64_t *)p.gsel, out, (int)(nb * pl->kp), (int)nb,
                 (const int *)off, (const int *)off + 1, 0, 64, st));
             sel_write_kernel<DT><<<(unsigned)nb, LTK_SEL_NT, 0, st>>>(p, out);
-            LTK_SEL_TRY(cudaGetLastError());
+            LTK_CUDA_TRY(cudaGetLastError());
         }
     }
     return LTK_OK;
@@ -614,7 +611,7 @@ extern "C" ltk_status ltk_cuda_select(const ltk_select_args *a, const ltk_exec *
         if (ce == cudaSuccess) ce = cudaStreamSynchronize(st);
         if (ce != cudaSuccess) {
             free(hc);
-            return ltk_error(LTK_ECUDA, "cuda select stats: %s", cudaGetErrorString(ce));
+            return ltk_cuda_error(ce, "cuda select stats", __FILE__, __LINE__);
         }
         memset(S, 0, offsetof(ltk_stats, row_candidates));
         S->rows = R;

@@ -1,4 +1,4 @@
-/* Device building blocks of the exact GPU select (select.cu) and of the kNN's final select (knn.cu).
+/* Device building blocks of the exact GPU select (select.cu) and of the kNN's final select (knn-select.cu).
  *
  * Everything ranks by one 64-bit "composite": (rank key << 32) | ~rel, where the rank key is
  * ltk_rank_key() of the score (larger = better, NaN = 0, -0 == +0) and rel the entry's position in
@@ -16,26 +16,6 @@
 #include <stdint.h>
 
 #include "../ltk-order.h"
-
-/* CUDA call check of the select and kNN host code (ltk_error only, no cuda.cu helpers: the
- * standalone test build of these files has no cuda.cu). Needs ltk-cuda.h (ltk_error). */
-#define LTK_SEL_TRY(expr)                                                                                  \
-    do {                                                                                                  \
-        cudaError_t e_ = (expr);                                                                          \
-        if (e_ != cudaSuccess) return ltk_error(LTK_ECUDA, "%s: %s (%s:%d)", #expr, cudaGetErrorString(e_), \
-                                                __FILE__, __LINE__);                                     \
-    } while (0)
-
-/* 1 if the stream is being captured into a graph: then nothing may wait on the host, and device-side
- * counts cannot be read to skip launches (the graph must hold the worst case). */
-static inline int ltk_stream_capturing(cudaStream_t st) {
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(st, &cs) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 1; /* be conservative */
-    }
-    return cs != cudaStreamCaptureStatusNone;
-}
 
 #define LTK_SEL_NT 512      /* threads per select CTA */
 #define LTK_SEL_BINS 2048   /* 11-bit digits */

@@ -1,5 +1,5 @@
 /* Shared helpers of the GPU select / kNN tests (C11, CUDA runtime API only).
- * The tests call the CUDA entry points of src/cuda/ltk-cuda.h directly, with arguments resolved as
+ * The tests call the CUDA entry points of src/cuda/cuda-common.cuh directly, with arguments resolved as
  * the front end would (strides filled in), and compare with a host oracle that ranks exactly as
  * the ref backend does (score desc, lower index first, -0 == +0, NaN last). */
 #ifndef LTK_CUDA_TEST_UTIL_H
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/cuda/ltk-cuda.h"
+#include "../../src/cuda/cuda-common.cuh"
 
 static int g_pass, g_fail;
 
