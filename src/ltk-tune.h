@@ -36,6 +36,13 @@ typedef struct ltk_tune {
     int cpu_idx_screen_off;  /* CPU fused indexer without its int8 screen */
     int cpu_knn_screen_bf16; /* CPU fused kNN on the bf16 screen instead of int8 */
     int cuda_scan_nopass;    /* the fused sm_90a scan's gate passes nothing: every row falls back */
+    int cuda_knn_qi64;       /* CUDA kNN sm_90a loop: 64-query work items also for launches of >= 256
+                              * queries (default 128 there): the 64-query build on large batches */
+    int cuda_knn_graph;      /* CUDA kNN check + fallback as a conditional graph: 0 for chunks of >= 262,144
+                              * rows (default), 1 for every sampled chunk (a failure to build is then an
+                              * error, not a return to plain launches), -1 never */
+    int cuda_knn_thr_global; /* CUDA kNN threshold: radix passes over the sample in global memory, the
+                              * path of devices that refuse the 128 KB shared-memory attribute */
 } ltk_tune;
 
 /* The table: the environment as read on the first call (thread-safe). */

@@ -5,16 +5,9 @@
 #include <cuda_runtime.h>
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cuda-common.cuh"
-
-/* (the same test as indexer.cu's sm90_wanted) */
-static int sm90_wanted(void) {
-    const char *e = getenv("LTK_CUDA_SM90"), *p = getenv("LTK_CUDA_PORTABLE");
-    return !(e && *e && strcmp(e, "0") == 0) && !(p && *p && strcmp(p, "0") != 0);
-}
 
 /* ---- shared host helpers (cuda-common.cuh) ----------------------------------------------------- */
 extern "C" ltk_status ltk_cuda_error(cudaError_t e, const char *what, const char *file, int line) {
@@ -100,11 +93,11 @@ static void cuda_info(char *buf, size_t cap) {
             continue;
         }
         int fast = pr.major == 9 && pr.minor == 0 && ltk_cuda_tmap_encoder() != NULL;
-        used += (size_t)snprintf(buf + used, cap - used, "  device %d: %s, sm_%d%d, %d SMs, %.1f GiB, indexer %s\n", d,
+        used += (size_t)snprintf(buf + used, cap - used, "  device %d: %s, sm_%d%d, %d SMs, %.1f GiB, kernels %s\n", d,
                                  pr.name, pr.major, pr.minor, pr.multiProcessorCount,
                                  (double)pr.totalGlobalMem / (double)(1u << 30),
-                                 fast ? (sm90_wanted() ? "sm_90a wgmma+TMA"
-                                                       : "portable (sm_90a scan off: LTK_CUDA_SM90=0)")
+                                 fast ? (ltk_tune_get()->cuda_portable ? "portable (LTK_CUDA_PORTABLE=1)"
+                                                                       : "sm_90a wgmma+TMA")
                                       : "portable");
     }
 }

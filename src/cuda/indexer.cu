@@ -8,8 +8,9 @@
  *   -> exact dense fallback for rows whose buffer overflowed (materialize for those rows only)
  * then, with a state, the hot-set vote. Nothing is allocated and nothing waits on the host
  * unless exec->stats is set (the statistics are copied back).
- * The scan kernel is the sm_90a one (indexer-sm90.cu) on sm_90 when the shapes allow it (the
- * default; LTK_CUDA_SM90=0 turns it off), else the portable one (indexer-portable.cu). */
+ * The scan kernel is the sm_90a one (indexer-sm90.cu) on sm_90 when the shapes allow it, else (and
+ * under LTK_CUDA_PORTABLE=1) the portable one (indexer-portable.cu). Switches come from the tuning
+ * table (ltk-tune.h), read once a process. */
 #include <cuda_runtime.h>
 
 #include <stdarg.h>
@@ -22,7 +23,6 @@
 
 /* ---- plan ----------------------------------------------------------------------------- */
 #define CAND_BUDGET ((size_t)768 << 20) /* candidate buffer: keeps the fused workspace under 1 GB at T=8192 */
-#define MAT_BUDGET ((size_t)4 << 30)    /* materialized logits per sub-chunk (the baseline) */
 
 typedef struct idx_plan {
     int sm90, bq, skip_short, algo, ext_select;
@@ -48,25 +48,13 @@ typedef struct idx_plan {
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
-static int env_flag(const char *name) {
-    const char *e = getenv(name);
-    return e && *e && strcmp(e, "0") != 0;
-}
-
 /* The sm_90a scan is the default on sm_90 (it passed the GPU tests and the sanitizers on the H200
- * before it became the default); LTK_CUDA_SM90=0 or LTK_CUDA_PORTABLE=1 select the portable scan. */
-static int sm90_wanted(void) {
-    const char *e = getenv("LTK_CUDA_SM90");
-    return !(e && *e && strcmp(e, "0") == 0) && !env_flag("LTK_CUDA_PORTABLE");
-}
+ * before it became the default); LTK_CUDA_PORTABLE=1 selects the portable scan. */
+static int sm90_wanted(void) { return !ltk_tune_get()->cuda_portable; }
 
-/* Logits per materialize sub-chunk: 4 GiB, or LTK_CUDA_MAT_BUDGET_MB (benchmarks compare against
- * the 512 MB budget vLLM uses; whole MiB, so a window always holds at least 256K columns). */
-static size_t mat_budget(void) {
-    const char *e = getenv("LTK_CUDA_MAT_BUDGET_MB");
-    long long mb = e && *e ? atoll(e) : 0;
-    return mb > 0 ? (size_t)mb << 20 : MAT_BUDGET;
-}
+/* Logits per materialize sub-chunk: LTK_CUDA_MAT_BUDGET_MB, 4 GiB by default (benchmarks compare
+ * against the 512 MB budget vLLM uses; whole MiB, so a window always holds at least 256K columns). */
+static size_t mat_budget(void) { return (size_t)ltk_tune_get()->cuda_mat_budget_mb << 20; }
 
 /* A fused call over few keys runs as dense windows: the same scan writes every score into the
  * candidate region, then the exact select (same bits as the filtered path). Why: the filter saves
@@ -77,9 +65,7 @@ static size_t mat_budget(void) {
  * S <= 262,144 keys (LTK_CUDA_FUSED_DENSE_S; 0 = never). Few rows keep the filter: a dense select
  * of one row is one CTA over the whole row. */
 static int fused_dense_wanted(const ltk_indexer_args *a) {
-    const char *e = getenv("LTK_CUDA_FUSED_DENSE_S");
-    const long long lim = e && *e ? atoll(e) : 262144;
-    return a->T >= 1024 && a->S > 0 && a->S <= lim;
+    return a->T >= 1024 && a->S > 0 && a->S <= ltk_tune_get()->cuda_fused_dense_s;
 }
 
 /* Lays out a region of `bytes` at the end of the workspace so far (p->total), 256-byte aligned. */
@@ -160,18 +146,8 @@ static ltk_status plan_fused(const ltk_indexer_args *a, idx_plan *p) {
     p->m_cold = !a->state || long_rows ? m_cold_q : k;
     /* Over long rows the strided estimate sets the start (H200, T=8192 S=1M: the same 5.1k
      * candidates a row with and without a hot set), so only the best k hot keys are scored
-     * there, not the whole set: the sample scan is 8,192 x m keys a call. LTK_CUDA_SAMPLE_HOT
-     * overrides the count (an A/B knob). */
+     * there, not the whole set: the sample scan is 8,192 x m keys a call. */
     if (long_rows && p->m_hot > k) p->m_hot = k;
-    {
-        const char *hv = getenv("LTK_CUDA_SAMPLE_HOT");
-        if (hv && *hv && a->state) {
-            long long h = atoll(hv);
-            h = h < 0 ? 0 : h;
-            p->m_hot = h < a->state->capacity ? h : a->state->capacity;
-            if (p->m_hot > 16384) p->m_hot = 16384;
-        }
-    }
     p->win = k / 2 < 1024 ? k / 2 : 1024;
     if (p->win < 1) p->win = 1;
     p->m_max = round_up(p->m_hot + p->m_cold + p->win, 256);
@@ -291,14 +267,13 @@ static ltk_status make_plan(const ltk_indexer_args *a, const ltk_exec *e, idx_pl
 }
 
 /* ---- watchdog and trace ----------------------------------------------------------------- */
-/* Debugging knobs (read per call; cheap next to a kernel launch):
+/* Debugging knobs (tuning table):
  *   LTK_CUDA_WATCHDOG_S (default 10, 0 = off): the sm_90a scan traps with a printed line when one
  *     of its barrier waits exceeds this (a hang becomes a launch error that names the wait);
  *   LTK_CUDA_TRACE=1: every stage of the indexer synchronises the stream and prints its wall time
  *     on stderr (a stall then shows as the last stage printed). Not while a graph is captured. */
 static int64_t watchdog_ns(void) {
-    const char *e = getenv("LTK_CUDA_WATCHDOG_S");
-    double s = e && *e ? atof(e) : 10.0;
+    const double s = ltk_tune_get()->cuda_watchdog_s;
     return s > 0 ? (int64_t)(s * 1e9) : 0;
 }
 
@@ -349,7 +324,7 @@ static double now_ms(void) {
 }
 
 static void trace_begin(idx_trace *tr, cudaStream_t st) {
-    tr->on = env_flag("LTK_CUDA_TRACE") && !ltk_stream_capturing(st);
+    tr->on = ltk_tune_get()->cuda_trace && !ltk_stream_capturing(st);
     tr->t0 = tr->on ? now_ms() : 0.0;
 }
 
@@ -374,16 +349,13 @@ static ltk_status trace_step(idx_trace *tr, cudaStream_t st, const char *fmt, ..
 }
 
 /* ---- scans --------------------------------------------------------------------------------- */
-/* Target fill of the persistent grid's waves (LTK_CUDA_NSPLIT_EFF, an A/B knob; 0.96 at first).
- * Why it matters: at T = 8192, S = 1M a unit is ~4,000 tiles (~4.5 ms), so a last wave of 4 units on 132 SMs (the 0.97 fill that 0.96 accepted) leaves the rest of the GPU idle for a
- * whole unit. H200 (one process, alternating): 0.99 picks 3 splits there; fused 152.6 ->
- * 150.3 ms at H = 64, 83.1 -> 82.2 ms at H = 32, V3.2 prefill at L = 1M 10,038 -> 9,883 ms. The
- * splits of a row share their gate histogram (row_hist), or each would admit ~k more candidates. */
-static double nsplit_target(void) {
-    const char *e = getenv("LTK_CUDA_NSPLIT_EFF");
-    double v = e && *e ? atof(e) : 0.99;
-    return v > 0.5 && v <= 1.0 ? v : 0.99;
-}
+/* Target fill of the persistent grid's waves: 0.99 (0.96 at first). Why it matters: at T = 8192,
+ * S = 1M a unit is ~4,000 tiles (~4.5 ms), so a last wave of 4 units on 132 SMs (the 0.97 fill
+ * that 0.96 accepted) leaves the rest of the GPU idle for a whole unit. H200 (one process,
+ * alternating): 0.99 picks 3 splits there; fused 152.6 -> 150.3 ms at H = 64, 83.1 -> 82.2 ms at
+ * H = 32, V3.2 prefill at L = 1M 10,038 -> 9,883 ms. The splits of a row share their gate
+ * histogram (row_hist), or each would admit ~k more candidates. */
+#define NSPLIT_FILL 0.99
 
 /* Key splits per q-block so that the persistent grid's last wave is nearly full. */
 static int choose_nsplit(int64_t units1, int nsm, int64_t tiles, double target) {
@@ -406,7 +378,7 @@ static int choose_nsplit(int64_t units1, int nsm, int64_t tiles, double target) 
 static ltk_status run_scan(const idx_plan *pl, ltk_scan_params *sp, cudaStream_t st) {
     int64_t nqb = ceil_div(sp->nrows, pl->bq);
     /* the portable scan keeps no histogram between splits: it stays at the old fill target */
-    const double target = pl->sm90 ? nsplit_target() : 0.96;
+    const double target = pl->sm90 ? NSPLIT_FILL : 0.96;
     sp->nsplit = choose_nsplit(nqb, pl->dev.nsm, ceil_div(sp->col_hi - sp->col_lo, 256), target);
     if (sp->nsplit == 1 || !pl->sm90) sp->row_hist = NULL;
     /* a carried histogram starts empty; cleared only when a row has several splits to carry it */
@@ -608,7 +580,7 @@ static ltk_status fused_scan(const ltk_indexer_args *a, const idx_plan *pl, uint
     sp.smin = smin;
     sp.delta = delta;
     sp.row_hist = pl->sm90 ? (int32_t *)(ws + pl->o_rh) : NULL; /* (run_scan clears it) */
-    sp.nopass = env_flag("LTK_CUDA_SCAN_NOPASS");
+    sp.nopass = ltk_tune_get()->cuda_scan_nopass; /* (a test hook: every row then takes the fallback) */
     LTK_FORWARD_IF(run_scan(pl, &sp, st));
     return trace_step(tr, st, "fused scan rows %lld+%lld (nsplit %d, cap %lld)", (long long)r0, (long long)nr,
                       sp.nsplit, (long long)pl->cap);

@@ -520,12 +520,12 @@ static __global__ void knn_mat_pack_kernel(const int32_t *idx, const float *sc, 
  * and runs its radix passes there; the same keys, so the same threshold. Why: ncu found that
  * kernel (29-34 us a call, 5% of a call at N = 1M) latency-bound, its passes re-reading the sample
  * from L2; staged, 31.3 -> 26.9 us (H200, B = 64, N = 1M). Where the device refuses 128 KB
- * (sm_86/89) or LTK_CUDA_KNN_THR=global (A/B), the passes read the sample from global memory. The
+ * (sm_86/89), the passes read the sample from global memory (the test hook
+ * ltk_tune.cuda_knn_thr_global takes that path on any device). The
  * histogram aggregation per distinct digit measured slower in the same run (threshold 31 -> 45 us,
  * final select at k = 8,192 110 -> 118 us). */
 int ltk_knn_thr_smem(int dev) {
-    const char *e = getenv("LTK_CUDA_KNN_THR");
-    if ((e && !strcmp(e, "global")) || dev < 0 || dev >= 64) return 0;
+    if (ltk_tune_get()->cuda_knn_thr_global || dev < 0 || dev >= 64) return 0;
     static int attr_ok[64]; /* per device: 0 not tried, 1 set, -1 refused (one value for every call:
                              * concurrent first calls set the same) */
     if (attr_ok[dev] == 0) {

@@ -25,15 +25,13 @@
  * one math thread from the same shared-memory tiles in element order, so every mode of this
  * kernel sees the same bits.
  *
- * The default on sm_90 (LTK_CUDA_KNN_SM90=0 turns it off): it passed test-cuda-knn and the sanitizers on the
- * H200 and ran 1.6x faster than the mma.sync loop (bench/results/h200/run7-knn-sm90). */
+ * The default on sm_90 (LTK_CUDA_PORTABLE=1 turns it off, with the indexer's sm_90a scan): it passed
+ * test-cuda-knn and the sanitizers on the H200 and ran 1.6x faster than the mma.sync loop. */
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "../ltk-order.h"
 #include "knn.cuh"
@@ -535,8 +533,7 @@ static int ks_image_ok(void) {
 }
 
 int ltk_knn_sm90_enabled(int cc_major, int cc_minor) {
-    const char *env = getenv("LTK_CUDA_KNN_SM90");
-    if (env && !strcmp(env, "0")) return 0;
+    if (ltk_tune_get()->cuda_portable) return 0;
     if (cc_major != 9 || cc_minor != 0 || ltk_cuda_tmap_encoder() == NULL) return 0;
     return ks_image_ok();
 }
@@ -561,13 +558,10 @@ static ltk_status ks_tmap(CUtensorMap *tm, const void *base, int D, int64_t rows
     return LTK_OK;
 }
 
-/* 128-query items from this many queries in a launch (LTK_CUDA_KNN_QI=64 keeps 64-query items):
- * below it the second group's 64 queries would be mostly padding. */
+/* 128-query items from this many queries in a launch (the test hook ltk_tune.cuda_knn_qi64 keeps
+ * 64-query items): below it the second group's 64 queries would be mostly padding. */
 #define KS_QI128_MIN 256
-static int ks_qi128_allowed(void) { /* read at every launch: benchmarks switch it within a process */
-    const char *e = getenv("LTK_CUDA_KNN_QI");
-    return !(e && !strcmp(e, "64"));
-}
+static int ks_qi128_allowed(void) { return !ltk_tune_get()->cuda_knn_qi64; }
 
 template <int DT, int MODE, int QI> static ltk_status ks_launch(const knn_params &p, int sms, cudaStream_t st) {
     static int attr_set = 0;

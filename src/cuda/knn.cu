@@ -21,7 +21,7 @@
  * This file: the plan of the workspace, the graph of step 3-4, and the host run. The scoring main
  * loops: mma.sync m16n8k16 (bf16/f16, fp32 accumulation; fp32: SIMT FMA in a fixed order) on sm_80
  * and later (knn-portable.cu); on sm_90a a wgmma + TMA main loop with the same epilogues
- * (knn-sm90.cu, the default on sm_90; LTK_CUDA_KNN_SM90=0 turns it off). The per-query kernels of
+ * (knn-sm90.cu, the default on sm_90; LTK_CUDA_PORTABLE=1 turns it off). The per-query kernels of
  * steps 1, 3, 4 and 5: knn-select.cu. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -211,8 +211,8 @@ template <int DT> static ltk_status knn_fallback_passes(const knn_params &p, con
  * first call with given arguments (captured from the same launch code), then replayed; a few are
  * kept per process. Used for chunks of >= KNN_GRAPH_ROWS rows, where building one (~0.1-0.2 ms of
  * host time) hides behind the GATE scan; not while the caller's stream is being captured (plain
- * launches then). LTK_CUDA_KNN_GRAPH=0 never, =1 for every sampled chunk (tests; a failure to
- * build is then an error instead of a silent return to plain launches). */
+ * launches then). The test hook ltk_tune.cuda_knn_graph: -1 never, 1 for every sampled chunk (a
+ * failure to build is then an error instead of a silent return to plain launches). */
 #define KNN_GRAPH_ROWS 262144
 #define KNN_GRAPHS 8
 struct knn_graph_key {
@@ -231,10 +231,8 @@ static cudaStream_t knn_graph_cs[64]; /* per device: the stream the bodies are c
 static pthread_mutex_t knn_graph_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int knn_graph_mode(void) { /* 0 off, 1 forced, 2 default (large chunks) */
-    const char *e = getenv("LTK_CUDA_KNN_GRAPH");
-    if (e && !strcmp(e, "0")) return 0;
-    if (e && !strcmp(e, "1")) return 1;
-    return 2;
+    const int g = ltk_tune_get()->cuda_knn_graph;
+    return g < 0 ? 0 : g > 0 ? 1 : 2;
 }
 
 /* Builds [check -> IF { fallback passes }] (lock held). */
@@ -311,8 +309,7 @@ static ltk_status knn_check_and_fallback(const knn_params &p, const knn_ctl &c, 
         key.dev = dev;
         key.sms = sms;
         key.dt = DT;
-        const char *qi = getenv("LTK_CUDA_KNN_QI");
-        key.qi64 = qi && !strcmp(qi, "64");
+        key.qi64 = ltk_tune_get()->cuda_knn_qi64 != 0; /* (the sm_90a loop's item size: not in p) */
         pthread_mutex_lock(&knn_graph_lock);
         cudaGraphExec_t ex = NULL;
         for (int i = 0; i < KNN_GRAPHS && !ex; i++)

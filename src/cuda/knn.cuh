@@ -147,8 +147,8 @@ ltk_status ltk_knn_qnorm(const void *q, int64_t q_stride, int D, int nq, float *
                          cudaStream_t st);
 
 /* knn-sm90.cu: the sm_90a main loop. enabled: once per call — sm_90, sm_90a code in this build, a
- * driver with cuTensorMapEncodeTiled, and LTK_CUDA_KNN_SM90 not "0" (the default since it passed
- * the GPU tests). fits: per launch — bf16/f16 and 16-byte aligned rows and strides (what TMA needs). */
+ * driver with cuTensorMapEncodeTiled, and not LTK_CUDA_PORTABLE=1 (the default since it passed the
+ * GPU tests). fits: per launch — bf16/f16 and 16-byte aligned rows and strides (what TMA needs). */
 int ltk_knn_sm90_enabled(int cc_major, int cc_minor);
 int ltk_knn_sm90_fits(const knn_params &p, int dt);
 template <int DT, int MODE> ltk_status ltk_knn_sm90_launch(const knn_params &p, int sms, cudaStream_t st);

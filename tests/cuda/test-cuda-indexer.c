@@ -7,8 +7,9 @@
  *            order and reported scores checked; fused == materialize bit for bit (same scores,
  *            exact selection); adversarial inputs (flat rows that overflow the candidate buffer,
  *            ties at k, NaN/inf scores via kv_scale, k = 1, k = S, k > S, empty ranges, causal,
- *            S not a tile multiple), the portable path (LTK_CUDA_PORTABLE=1), bad carried
- *            samples, the hot-set vote, workspace bounds, CUDA-graph capture, statistics.
+ *            S not a tile multiple), the portable path (LTK_CUDA_PORTABLE=1), a gate that passes
+ *            nothing (every row on the exact fallback), bad carried samples, the hot-set vote,
+ *            workspace bounds, CUDA-graph capture, statistics.
  *   large_*  fused vs materialize bit for bit on DSA-sized shapes (H 64/32, k up to 8192, 64-bit
  *            key offsets), plus a few rows against the exact scores.
  * Outputs are poisoned before every run and surrounded by canaries.
@@ -16,6 +17,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "../harness.h"
 #include "gpu-util.h"
+#include "ltk-tune.h" /* ltk_tune_set: the portable path, the dense dispatch and the no-pass gate */
 
 #include <float.h>
 
@@ -551,10 +553,10 @@ static void small_sort_widths(void) {
 }
 
 static void small_portable_vs_exact(void) {
-    const char *prev = getenv("LTK_CUDA_PORTABLE");
-    char saved[64] = "";
-    if (prev) snprintf(saved, sizeof saved, "%s", prev);
-    setenv("LTK_CUDA_PORTABLE", "1", 1);
+    const ltk_tune saved = *ltk_tune_get(); /* (the caller may have forced the portable path) */
+    ltk_tune t = saved;
+    t.cuda_portable = 1;
+    ltk_tune_set(&t);
     static const int Hs[] = {64, 8, 4, 128};
     static const int Ds[] = {128, 64, 100};
     static const ltk_dtype dts[] = {LTK_DTYPE_E4M3, LTK_DTYPE_BF16, LTK_DTYPE_F32};
@@ -577,8 +579,26 @@ static void small_portable_vs_exact(void) {
     c.kv_mode = 3;
     c.pos_w = 1;
     run_case(&c, 2e-3, 0, -1);
-    if (prev) setenv("LTK_CUDA_PORTABLE", saved, 1); /* the caller may have forced the portable path */
-    else unsetenv("LTK_CUDA_PORTABLE");
+    ltk_tune_set(&saved);
+}
+
+/* The sm_90a scan's gate passing nothing (the test hook ltk_tune.cuda_scan_nopass): every row then
+ * holds fewer candidates than it needs and takes the exact dense fallback, which must still return
+ * the exact top-k, bit for bit as materialize. (Shapes of the sm_90a scan; the portable scan has no
+ * such hook and runs the cases as usual.) */
+static void small_nopass_fallback(void) {
+    const ltk_tune saved = *ltk_tune_get();
+    ltk_tune t = saved;
+    t.cuda_scan_nopass = 1;
+    ltk_tune_set(&t);
+    cfg_t c = base_cfg(33, 5000, 64, 100);
+    c.ranges = 2;
+    run_case(&c, 2e-3, 0, -1);
+    c = base_cfg(70, 3001, 32, 512);
+    c.kv_mode = 4;
+    c.flags = LTK_FLAG_UNSORTED;
+    run_case(&c, 2e-3, 0, -1);
+    ltk_tune_set(&saved);
 }
 
 /* kv_scale not 16-byte aligned (offset 1-3 floats): the sm_90a scan loads the scales by TMA and
@@ -888,7 +908,7 @@ static void medium_h16_splits(void) {
 
 static void medium_fused_dense(void) {
     /* >= 1,024 rows of <= 131,072 keys: a fused call runs as dense windows (fused_dense_wanted in
-     * cuda.cu); stats then count every visible key of a row as its candidate. Then the same shape
+     * indexer.cu); stats then count every visible key of a row as its candidate. Then the same shape
      * class through the filter (LTK_CUDA_FUSED_DENSE_S=0): both bit-exact against materialize. */
     cfg_t c = base_cfg(1024, 40000, 64, 1024);
     c.kv_mode = 4;
@@ -909,12 +929,15 @@ static void medium_fused_dense(void) {
     free(mi);
     free(ms);
     inp_free(&in);
-    setenv("LTK_CUDA_FUSED_DENSE_S", "0", 1);
+    const ltk_tune saved = *ltk_tune_get();
+    ltk_tune t = saved;
+    t.cuda_fused_dense_s = 0;
+    ltk_tune_set(&t);
     c = base_cfg(1024, 40000 + 5, 64, 1024);
     c.ranges = 2;
     c.kv_mode = 4;
     run_case(&c, 2e-3, 2, 0);
-    unsetenv("LTK_CUDA_FUSED_DENSE_S");
+    ltk_tune_set(&saved);
 }
 
 static void medium_h32_materialize_only(void) {
@@ -1044,6 +1067,7 @@ static const t_test tests[] = {
     T_ENTRY(small_ties_at_k),        T_ENTRY(small_nan_inf),           T_ENTRY(small_edges),
     T_ENTRY(small_state),            T_ENTRY(small_workspace_graph),   T_ENTRY(small_determinism_score_only),
     T_ENTRY(small_race),             T_ENTRY(small_scale_offset),      T_ENTRY(small_sort_widths),
+    T_ENTRY(small_nopass_fallback),
     T_ENTRY(medium_h32_materialize_only), T_ENTRY(medium_h64_causal), T_ENTRY(medium_h16_splits),
     T_ENTRY(medium_fused_dense),
     T_ENTRY(large_h64_causal),       T_ENTRY(large_h32_k512),          T_ENTRY(large_k8192),
@@ -1152,10 +1176,8 @@ int main(int argc, char **argv) {
         char info[2048];
         ltk_info(info, sizeof info);
         printf("%s", info);
-        const char *sm90 = getenv("LTK_CUDA_SM90");
-        printf("indexer scan: %s\n", getenv("LTK_CUDA_PORTABLE") ? "portable (LTK_CUDA_PORTABLE)"
-                                      : (sm90 && !strcmp(sm90, "0")) ? "portable (LTK_CUDA_SM90=0)"
-                                                                     : "sm_90a when supported (default)");
+        printf("indexer scan: %s\n", ltk_tune_get()->cuda_portable ? "portable (LTK_CUDA_PORTABLE=1)"
+                                                                    : "sm_90a when supported (default)");
     }
     return T_RUN_ALL(tests);
 }

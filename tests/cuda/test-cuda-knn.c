@@ -1,6 +1,7 @@
-/* GPU kNN (src/cuda/knn.cu) against a float64 host oracle (sets equal up to ties within the score
+/* GPU kNN (src/cuda/knn*.cu) against a float64 host oracle (sets equal up to ties within the score
  * tolerance), fused == materialize bit for bit, adversarial corpora (duplicates -> exact fallback,
- * NaN rows), int64 indices across corpus chunks, canaries.
+ * NaN rows), int64 indices across corpus chunks, canaries, and the paths the tuning table's test
+ * hooks reach (ltk-tune.h: set with ltk_tune_set).
  *   test-cuda-knn          full suite ("N passed, N failed")
  *   test-cuda-knn --small  a few small cases (compute-sanitizer) */
 #include "cuda-test-util.h"
@@ -273,6 +274,19 @@ static void kc(int64_t B, int64_t N, int D, int k, int dt, int metric, int gen, 
     run_case(&c);
 }
 
+/* The tuning table with one field changed (what), until tune_restore. */
+static ltk_tune g_tune_saved;
+static void tune_with(const char *what, int value) {
+    g_tune_saved = *ltk_tune_get();
+    ltk_tune t = g_tune_saved;
+    if (!strcmp(what, "portable")) t.cuda_portable = value;
+    else if (!strcmp(what, "graph")) t.cuda_knn_graph = value;
+    else if (!strcmp(what, "qi64")) t.cuda_knn_qi64 = value;
+    else if (!strcmp(what, "thr_global")) t.cuda_knn_thr_global = value;
+    ltk_tune_set(&t);
+}
+static void tune_restore(void) { ltk_tune_set(&g_tune_saved); }
+
 /* One fused call captured into a CUDA graph on a non-blocking stream (relaxed mode, workspace
  * given), replayed twice over poisoned outputs: the same bits as a direct call. Under capture the
  * library must not synchronise: the check and fallback are plain launches (the kernels of an
@@ -391,8 +405,8 @@ int main(int argc, char **argv) {
     kc(1100, 3000, 32, 8, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);   /* two query batches */
     kc(8, 20000, 768, 64, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);   /* D = 768 */
     kc(16, 40000, 64, 100, B16, LTK_METRIC_IP, 5, 0, 0, 0, 1, 0);  /* rows in pairs: k-th key tied */
-    /* chunks of >= 262,144 rows: the check and fallback as a graph with a conditional node (the
-     * others take it under LTK_CUDA_KNN_GRAPH=1): its body skipped, then run (flat corpus) */
+    /* chunks of >= 262,144 rows: the check and fallback as a graph with a conditional node (smaller
+     * ones take it under the test hook, below): its body skipped, then run (flat corpus) */
     kc(4, 300000, 32, 100, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);
     kc(3, 300000, 16, 50, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);
     kc(16, 40000, 64, 3000, B16, LTK_METRIC_L2, 5, 0, 0, 0, 1, 0);
@@ -409,6 +423,28 @@ int main(int argc, char **argv) {
     capture_case(4, 40000, 64, 100, LTK_METRIC_L2, 1);
     capture_case(16, 300000, 64, 1000, LTK_METRIC_IP, 0);
     capture_case(300, 40000, 128, 64, LTK_METRIC_COS, 0);
+    /* the test hooks: the check and fallback as a graph for every sampled chunk (its body skipped,
+     * then run on a flat corpus) */
+    tune_with("graph", 1);
+    kc(16, 40000, 128, 100, B16, LTK_METRIC_L2, 0, 0, 0, 0, 1, 0);
+    kc(3, 40000, 64, 100, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);
+    tune_restore();
+    /* 64-query items of the sm_90a loop on batches of >= 256 queries */
+    tune_with("qi64", 1);
+    kc(300, 40000, 128, 100, B16, LTK_METRIC_COS, 0, 0, 0, 0, 1, 0);
+    kc(260, 40000, 64, 100, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);
+    tune_restore();
+    /* the threshold's radix passes over the sample in global memory (devices that refuse 128 KB) */
+    tune_with("thr_global", 1);
+    kc(16, 40000, 128, 100, B16, LTK_METRIC_L2, 0, 0, 0, 0, 1, 0);
+    kc(4, 60000, 64, 5000, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);
+    tune_restore();
+    /* the portable main loop (mma.sync) where the sm_90a one would run: LTK_CUDA_PORTABLE=1 */
+    tune_with("portable", 1);
+    kc(16, 40000, 128, 100, B16, LTK_METRIC_COS, 0, 0, 0, 0, 1, 0);
+    kc(260, 40000, 64, 100, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);
+    kc(8, 36000, 32, 100, F16, LTK_METRIC_L2, 5, 0, 0, 0, 1, 0);
+    tune_restore();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
