@@ -258,7 +258,7 @@ static __device__ __forceinline__ void prep_digit_warp(const int32_t *hist, uint
 __global__ void __launch_bounds__(PREP_THREADS, 5)
     smp_prep_kernel(const int32_t *ks, const int32_t *ke, int64_t S, int32_t k, int64_t row0, const float *sc,
                     int64_t ld, const int32_t *P, int64_t m_max, const int64_t *lohi, int skip_short, float *smin_o,
-                    float *delta_o, int32_t *th_o, int32_t *cand_cnt, int staged, int prep_q) {
+                    float *delta_o, int32_t *th_o, int32_t *cand_cnt, int staged) {
     extern __shared__ uint32_t prep_rk[]; /* [m_max] rank keys (0: outside the row, or NaN) if staged */
     __shared__ float shf[PREP_THREADS / 32];
     __shared__ int64_t shi[PREP_THREADS / 32];
@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(PREP_THREADS, 5)
     /* the part of the row the strided keys cover (the window's keys, outside it, only add keys) */
     const int64_t c0 = lo > lohi[0] ? lo : lohi[0], c1 = hi < lohi[4] ? hi : lohi[4];
     const int64_t len = c1 - c0;
-    int64_t r2 = ns > 0 && len > 0 ? (prep_q * (int64_t)k * ns + len - 1) / len : 0;
+    int64_t r2 = ns > 0 && len > 0 ? (PREP_Q * (int64_t)k * ns + len - 1) / len : 0;
     const bool use2 = nv >= k && r2 >= PREP_R2MIN && r2 <= ns;
     if (!use2) r2 = 0;
     float smin = 0.0f, delta = 1.0f;
@@ -396,12 +396,8 @@ extern "C" ltk_status ltk_idx_prep(const ltk_indexer_args *a, int64_t row0, int6
         attr_set = 1;
     }
     const int staged = (size_t)m_max * 4 <= PREP_SMEM_MAX;
-    /* LTK_CUDA_PREP_Q (2..16, default PREP_Q): an A/B knob for the estimate's aim */
-    const char *qe = getenv("LTK_CUDA_PREP_Q");
-    int prep_q = qe && *qe ? atoi(qe) : PREP_Q;
-    prep_q = prep_q < 2 ? 2 : (prep_q > 16 ? 16 : prep_q);
     smp_prep_kernel<<<(unsigned)nrows, PREP_THREADS, staged ? (size_t)m_max * 4 : 0, st>>>(
-        a->ks, a->ke, a->S, a->k, row0, sc, ld, P, m_max, lohi, skip_short, smin, delta, th, cand_cnt, staged, prep_q);
+        a->ks, a->ke, a->S, a->k, row0, sc, ld, P, m_max, lohi, skip_short, smin, delta, th, cand_cnt, staged);
     LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }

@@ -267,7 +267,7 @@ static __device__ __forceinline__ void ks_gate(const knn_params &p, const float 
     fill += tot;
 }
 
-/* ---- per-query staging (64-query items, one query block; LTK_CUDA_KNN_SUBLISTS=0 turns it off)
+/* ---- per-query staging (64-query items, one query block; other shapes stage in one list a warp)
  * A warp's 16 queries (qw .. qw + 15) each get a sub-list of KS_SUB entries in the warp's list
  * (key / rel [KS_SUB lq + i]); when one would overflow, the warp flushes all 16: one atomic a
  * query and contiguous runs of up to KS_SUB entries, instead of one atomic per distinct query of
@@ -413,7 +413,7 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
 #define KS_MY_LIST ((ks_list *)((uint8_t *)m + sizeof(ks_misc<QI>)) + (mt >> 5))
     int fill = 0;
     uint32_t sf[2] = {0u, 0u}; /* (per-query staging) */
-    const bool subl = MODE == KNN_GATE && QI == 64 && p.sub && qblocks == 1;
+    const bool subl = MODE == KNN_GATE && QI == 64 && qblocks == 1;
     float acc[NACC][64];
 #pragma unroll
     for (int s2 = 0; s2 < NACC; s2++)

@@ -35,30 +35,18 @@ static int64_t knn_chunk_rows = KNN_MAXCHUNK; /* tests lower it to exercise the 
 
 /* Sample rows for a chunk of nr rows and this k. The threshold is the r-th largest sampled score,
  * aimed at 2k candidates (r ~ 2 k m / nr), or at 1.6k where that rank is >= 100 (knn_thr_rank);
- * the count's spread depends on r alone (~1/sqrt(r)): m = 32 nr / k (r = 64), within [8192,
- * KNN_SAMPLE] and <= nr. Where the floor binds (k = 8,192 at N = 1M: r = 102 at 1.6k) the larger
- * sample buys 20% fewer candidates. Why: at k = 8,192, N = 1M the full 32,768-row sample (r = 512)
- * cost 23 us of scan and 31 us of threshold per call (H200); 4,096 rows at 2k candidates
- * (16k a query) and 8,192 at 1.6k (13k) took 0.574 and 0.559 ms a call at B = 64
- * (bench/knn_sample_ab.py), while m = 64 nr / k everywhere lost 1-2% at k = 2048-4096.
+ * the count's spread depends on r alone (~1/sqrt(r)): m = KNN_SAMPLE_MUL nr / k (r = 64), within
+ * [8192, KNN_SAMPLE] and <= nr. Where the floor binds (k = 8,192 at N = 1M: r = 102 at 1.6k) the
+ * larger sample buys 20% fewer candidates. Why: at k = 8,192, N = 1M the full 32,768-row sample
+ * (r = 512) cost 23 us of scan and 31 us of threshold per call (H200); 4,096 rows at 2k candidates
+ * (16k a query) and 8,192 at 1.6k (13k) took 0.574 and 0.559 ms a call at B = 64, while
+ * m = 64 nr / k everywhere lost 1-2% at k = 2048-4096 (an A/B in one process of these rules).
  * P(fewer than k candidates) = P(Poisson(32) >= 64) ~ 1e-7 a query at r = 64 with 2k,
  * P(Poisson(64) >= 102) ~ 1e-6 at r = 102 with 1.6k. Monotone in nr, so the plan's m (of the
- * largest chunk) bounds every chunk's. LTK_CUDA_KNN_SAMPLE_MUL (the 32) and LTK_CUDA_KNN_CAND_PCT
- * (a fixed target in percent of k instead of the 160 / 200 rule) override them for A/B runs, read
- * at every plan on the host (the device gets them in knn_ctl). */
-static int knn_env_int(const char *name, int dflt, int lo, int hi) {
-    const char *e = getenv(name);
-    if (!e || !*e) return dflt;
-    long v = strtol(e, NULL, 10);
-    return v < lo ? lo : (v > hi ? hi : (int)v);
-}
-static int knn_sample_mul(void) { return knn_env_int("LTK_CUDA_KNN_SAMPLE_MUL", 32, 1, 1024); }
-static int knn_cand_pct(void) { /* 0: the 160 / 200 rule of knn_thr_rank */
-    const int v = knn_env_int("LTK_CUDA_KNN_CAND_PCT", 0, 0, 1600);
-    return v == 0 ? 0 : (v < 110 ? 110 : v);
-}
-static int64_t knn_sample_rows(int64_t nr, int k, int mul) {
-    int64_t m = (mul * nr + k - 1) / k;
+ * largest chunk) bounds every chunk's. */
+#define KNN_SAMPLE_MUL 32
+static int64_t knn_sample_rows(int64_t nr, int k) {
+    int64_t m = (KNN_SAMPLE_MUL * nr + k - 1) / k;
     if (m < 8192) m = 8192;
     if (m > KNN_SAMPLE) m = KNN_SAMPLE;
     m = (m + 3) & ~(int64_t)3; /* whole 16-byte vectors per query row of the sample (threshold kernel) */
@@ -73,7 +61,6 @@ typedef struct knn_plan {
     int nch;
     int kp;
     int64_t cap, m;
-    int samp_mul, cand_pct; /* knn_sample_mul, knn_cand_pct at plan time */
     int64_t stage; /* candidate keys the final select stages in shared memory (before the device's limit) */
     size_t o_qn, o_samp, o_thr, o_cnt, o_ckey, o_crel, o_fbany, o_fbon, o_fbhist, o_fbcnt, o_fbkk, o_fbpre, o_fbmask,
         o_fbout, o_fbshift, o_fbtop, o_res, o_rescnt, o_stfb, o_stc, o_S, o_sidx, o_ssc, o_sws, total;
@@ -93,10 +80,9 @@ static ltk_status knn_make_plan(const ltk_knn_args *a, const ltk_exec *e, knn_pl
     if (pl->nch < 1) pl->nch = 1;
     if (pl->nch > 64) return ltk_error(LTK_EUNSUPPORTED, "cuda knn: N=%lld needs %d chunks (at most 64)", (long long)a->N, pl->nch);
     pl->cap = 4 * (int64_t)a->k > 32768 ? 4 * (int64_t)a->k : 32768;
-    pl->m = knn_sample_rows(pl->chunk, a->k, pl->samp_mul = knn_sample_mul());
-    pl->cand_pct = knn_cand_pct();
+    pl->m = knn_sample_rows(pl->chunk, a->k);
     {   /* twice the expected candidates of the largest chunk (n r / m, or every row when no sample) */
-        const int64_t n = pl->chunk, r = knn_thr_rank(a->k, pl->m, n, pl->cap, pl->cand_pct);
+        const int64_t n = pl->chunk, r = knn_thr_rank(a->k, pl->m, n, pl->cap);
         int64_t ex = n <= pl->cap ? n : (r * n + pl->m - 1) / pl->m;
         int64_t sc = 2 * ex + 1024;
         pl->stage = (sc < pl->cap ? sc : pl->cap + 15) / 16 * 16;
@@ -168,27 +154,6 @@ static ltk_status knn_score_launch(const knn_params &p, int sms, cudaStream_t st
     if constexpr (DT != 0)
         if (p.sm90 && ltk_knn_sm90_fits(p, DT)) return ltk_knn_sm90_launch<DT, MODE>(p, sms, st);
     return ltk_knn_mma_launch<DT, MODE>(p, sms, st);
-}
-
-/* The GATE's per-query staging lists (knn-sm90.cu ks_gate_sub), on by default for 64-query items
- * with one query block; LTK_CUDA_KNN_SUBLISTS=0 keeps the shared list (A/B). H200, B = 64, N = 1M
- * (s11-run1, same process): the gated scan 422 -> 385-391 us at k = 8192, 378 -> 375 at k = 1024;
- * the CLI's fused call 1.29-1.30x -> 1.22-1.23x one corpus read at k = 8192. Read at every call. */
-static int knn_sublists(void) {
-    const char *e = getenv("LTK_CUDA_KNN_SUBLISTS");
-    return !(e && !strcmp(e, "0"));
-}
-
-/* The final select: by default select and sort from one bucket histogram (knn_final_bucket, where
- * no bucket is crowded); LTK_CUDA_KNN_SORT=bucket the radix select, then ltk_sort_bucket for
- * k > 2048 (falling back to the bitonic network on a crowded bucket), =bitonic the radix select
- * and the network alone (A/B). H200, B = 64, N = 1M (s8-run2, `knn_timeline.py`): the bucket sort
- * took the final select 43.8 -> 26.7 us at k = 4096, 83 -> 50 us at k = 8192. Read at every call. */
-static int knn_sort_bucket(void) {
-    const char *e = getenv("LTK_CUDA_KNN_SORT");
-    if (e && !strcmp(e, "bitonic")) return 0;
-    if (e && !strcmp(e, "bucket")) return 1;
-    return 2;
 }
 
 /* The exact fallback: 6 histogram passes over the chunk's rows (each followed by a step that picks
@@ -436,8 +401,7 @@ static void knn_ctl_init(const knn_batch *b, int64_t nr, uint64_t *res, int32_t 
     c->kp = pl->kp;
     c->n = nr;
     c->cap = pl->cap;
-    c->m = knn_sample_rows(nr, b->a->k, pl->samp_mul);
-    c->cand_pct = pl->cand_pct;
+    c->m = knn_sample_rows(nr, b->a->k);
     c->samp = (const float *)(ws + pl->o_samp);
     c->thr = (uint32_t *)(ws + pl->o_thr);
     c->cnt = (uint32_t *)(ws + pl->o_cnt);
@@ -459,7 +423,6 @@ static void knn_ctl_init(const knn_batch *b, int64_t nr, uint64_t *res, int32_t 
     c->st_cand = (int32_t *)(ws + pl->o_stc);
     c->thr_smem = ltk_knn_thr_smem(b->dev);
     c->stage = (int)b->fin.stage;
-    c->sort_bucket = knn_sort_bucket();
 }
 
 /* Fused (and score only), one chunk: steps 1-5 of the file's comment. */
@@ -533,7 +496,6 @@ template <int DT> static ltk_status knn_chunk(knn_batch *b, int ch) {
               ((a->base_stride * esz) % 16 == 0);
     p.vec = vec;
     p.sm90 = b->sm90;
-    p.sub = knn_sublists();
     uint64_t *res = (uint64_t *)(b->ws + pl->o_res) + (size_t)ch * b->nq * pl->kp;
     int32_t *res_cnt = (int32_t *)(b->ws + pl->o_rescnt) + (size_t)ch * b->nq;
     if (nr <= 0) { /* N == 0 */

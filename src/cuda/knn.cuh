@@ -26,7 +26,6 @@ struct knn_params {
     int32_t D, metric, nq; /* nq: queries in this batch */
     int64_t n;            /* rows in this launch */
     int vec;              /* 16-byte cp.async path usable */
-    int sub;              /* GATE, sm_90a: per-query staging lists (default; LTK_CUDA_KNN_SUBLISTS=0 off) */
     int sm90;             /* host only: the sm_90a main loop is enabled for this call */
     const float *qn;      /* [nq] query squared norms */
     /* STORE */
@@ -107,8 +106,6 @@ struct knn_ctl {
     int32_t *res_cnt, *st_fb, *st_cand;
     int thr_smem;   /* the threshold's radix passes over the sample staged in shared memory (ltk_knn_thr_smem) */
     int stage;      /* final select: candidate keys it stages in shared memory (0: none) */
-    int sort_bucket; /* final select: 2 knn_final_bucket, 1 radix + ltk_sort_bucket, 0 radix + bitonic (knn_sort_bucket) */
-    int cand_pct;    /* candidate target of the threshold, percent of k (knn_cand_pct) */
 };
 
 /* What the final and output kernels write: the call's rows of one batch. */
@@ -122,17 +119,12 @@ struct knn_out {
 };
 
 /* Rank r of the threshold in the sample of m (of n rows): ~1.6k expected candidates where that
- * rank is >= 100, else ~2k (pct = 0; else pct percent of k), and a stable quantile (16 <= r <= 64
- * where that stays below half the cap), so that the expected count n r / m neither falls below k
- * nor reaches the cap. Host (stage sizing) and device. */
-static __host__ __device__ __forceinline__ int64_t knn_thr_rank(int k, int64_t m, int64_t n, int64_t cap, int pct) {
-    int64_t r;
-    if (pct == 0) {
-        r = (160 * (int64_t)k * m + 100 * n - 1) / (100 * n);
-        if (r < 100) r = (2 * (int64_t)k * m + n - 1) / n;
-    } else {
-        r = (pct * (int64_t)k * m + 100 * n - 1) / (100 * n);
-    }
+ * rank is >= 100, else ~2k, and a stable quantile (16 <= r <= 64 where that stays below half the
+ * cap), so that the expected count n r / m neither falls below k nor reaches the cap. Host (stage
+ * sizing) and device. */
+static __host__ __device__ __forceinline__ int64_t knn_thr_rank(int k, int64_t m, int64_t n, int64_t cap) {
+    int64_t r = (160 * (int64_t)k * m + 100 * n - 1) / (100 * n);
+    if (r < 100) r = (2 * (int64_t)k * m + n - 1) / n;
     int64_t rv = cap * m / (2 * n);
     rv = rv < 16 ? 16 : (rv > 64 ? 64 : rv);
     return r < rv ? rv : r;
