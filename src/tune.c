@@ -43,7 +43,8 @@ static void tune_read(ltk_tune *t) {
     t->cuda_watchdog_s = w ? atof(w) : 10.0;
     if (!(t->cuda_watchdog_s > 0)) t->cuda_watchdog_s = 0;
     /* whole MiB: benchmarks compare against the 512 MB logits budget vLLM uses */
-    t->cuda_mat_budget_mb = env_i64("LTK_CUDA_MAT_BUDGET_MB", 4096, 1, (int64_t)1 << 30);
+    t->cuda_mat_budget_mb = env_i64("LTK_CUDA_MAT_BUDGET_MB", 4096, 0, (int64_t)1 << 30);
+    if (t->cuda_mat_budget_mb <= 0) t->cuda_mat_budget_mb = 4096; /* 0 or negative: the default */
     t->cuda_fused_dense_s = env_i64("LTK_CUDA_FUSED_DENSE_S", 262144, 0, INT64_MAX);
 }
 
