@@ -63,6 +63,8 @@ extern "C" {
 #define LTK_KNN_MAX_D 65536      /* kNN dimension */
 #define LTK_SELECT_MAX_K 65536   /* select top-k */
 #define LTK_STATE_MAX_SIZE (1 << 20) /* hot-set keys of an ltk_indexer_state */
+#define LTK_DECODE_MAX_NEXT_N 8  /* decode: query rows per request */
+#define LTK_DECODE_MAX_BLOCK 1024 /* decode: tokens per cache block */
 #define LTK_MAX_ROWS 2147483647LL    /* T, S, B, rows, cols, L: 2^31 - 1 */
 
 #if defined(_WIN32) && defined(LTK_SHARED_BUILD)
@@ -134,6 +136,7 @@ typedef enum ltk_algo {
 /* Flags (bitwise OR) */
 #define LTK_FLAG_UNSORTED 0x1u /* output order within a row unspecified (the set is unchanged) */
 #define LTK_FLAG_ABSOLUTE 0x2u /* indexer/select: indices are absolute, not relative to the row start */
+#define LTK_FLAG_PHYSICAL 0x4u /* decode: physical cache slots instead of logical positions (see ltk_decode_args) */
 
 /* ---------------------------------------------------------------------------------------------
  * Execution options and statistics
@@ -272,6 +275,67 @@ typedef struct ltk_prefill_args {
 
 LTK_API ltk_status ltk_prefill_workspace_size(const ltk_prefill_args *args, const ltk_exec *exec, size_t *bytes);
 LTK_API ltk_status ltk_prefill_run(const ltk_prefill_args *args, const ltk_exec *exec);
+
+/* ---------------------------------------------------------------------------------------------
+ * Decode-stage indexer top-k over a paged FP8 cache: what a serving engine runs for every generated
+ * token, in every layer (DeepGEMM's fp8_paged_mqa_logits and a separate top-k, in one call that
+ * writes no logits). Request b has next_n query rows (speculative decoding); row t = b*next_n + r.
+ *
+ *   I[t, i] = scale(b, i) * sum_{h<H} w[t,h] * max(0, sum_{d<D} q[t,h,d] * key(b, i)[d])
+ *
+ *   q           [B, next_n, H, D] dtype (E4M3 on every backend; BF16 and F32 on the host backends),
+ *               row t at q + t*q_stride elements, heads packed
+ *   kv_cache    bytes; block p at kv_cache + p*block_stride holds block_kv*D e4m3 key bytes (token j of
+ *               the block at byte j*D) followed by block_kv fp32 scales: the layout vLLM and SGLang
+ *               use (8,448 bytes for a 64-token block of D = 128)
+ *   block_table [B, max_blocks] int32, row b at block_table + b*bt_stride: position i of request b is
+ *               token i % block_kv of block block_table[b, i / block_kv]
+ *   lens        [B, next_n] int32: row t sees positions [0, lens[t]); or lens NULL and
+ *   seq_lens    [B] int32: row (b, r) sees [0, seq_lens[b] - next_n + r + 1) (vLLM's convention;
+ *               a non-positive length is an empty row)
+ *   weights     [B*next_n, H] fp32, row t at weights + t*w_stride
+ *   out_idx     [B*next_n, k] int32, row t at out_idx + t*out_stride: logical positions i, or with
+ *               LTK_FLAG_PHYSICAL the slots block_table[b, i / block_kv] * block_kv + i % block_kv
+ *               (SGLang, FlashMLA); -1 padding
+ *   out_scores  [B*next_n, k] fp32 or NULL, same stride; -inf padding
+ * ORDER as everywhere, ties by the lower logical position. A row with len <= k returns 0..len-1 (as
+ * slots with LTK_FLAG_PHYSICAL) unscored when LTK_FLAG_UNSORTED is set and out_scores is NULL, as
+ * vLLM's top_k_per_row_decode does; otherwise scored and sorted.
+ * max_len is the capacity: every length <= max_len <= max_blocks*block_kv (0 means the latter). The
+ * workspace depends on B, next_n, H, D, k, block_kv and max_len only, never on the lengths, and the
+ * CUDA call's launches do not either: one captured CUDA graph replays for any lengths up to max_len.
+ * The host backends check every length and every table entry a call reads (LTK_EINVAL otherwise);
+ * the CUDA backend cannot without a host sync: it clamps lengths to [0, max_len], never reads a block
+ * whose table entry is outside [0, num_blocks), and scores its positions NaN (they rank last).
+ * Limits: 1 <= next_n <= LTK_DECODE_MAX_NEXT_N, 1 <= block_kv <= LTK_DECODE_MAX_BLOCK, H, D and k as
+ * the indexer's, block_kv*D a multiple of 4, block_stride a multiple of 4.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct ltk_decode_args {
+    int64_t B;
+    int32_t next_n, H, D, k;
+    ltk_dtype dtype;           /* of q */
+    const void *q;
+    int64_t q_stride;          /* elements between query rows; 0 means H*D */
+    const uint8_t *kv_cache;
+    int64_t num_blocks;        /* blocks in the cache: table entries must lie in [0, num_blocks) */
+    int32_t block_kv;          /* tokens per block (64 and 32 in use) */
+    int64_t block_stride;      /* bytes between blocks; 0 means block_kv*(D+4) */
+    const int32_t *block_table;
+    int64_t bt_stride;         /* elements between block-table rows; 0 means max_blocks */
+    int32_t max_blocks;        /* columns of the block table */
+    const int32_t *lens;       /* [B, next_n], or NULL with seq_lens */
+    const int32_t *seq_lens;   /* [B], or NULL with lens */
+    int32_t max_len;           /* 0 means max_blocks*block_kv */
+    const float *weights;
+    int64_t w_stride;          /* 0 means H */
+    int32_t *out_idx;
+    float *out_scores;
+    int64_t out_stride;        /* 0 means k */
+    uint32_t flags;            /* LTK_FLAG_UNSORTED, LTK_FLAG_PHYSICAL */
+} ltk_decode_args;
+
+LTK_API ltk_status ltk_decode_workspace_size(const ltk_decode_args *args, const ltk_exec *exec, size_t *bytes);
+LTK_API ltk_status ltk_decode_topk(const ltk_decode_args *args, const ltk_exec *exec);
 
 /* ---------------------------------------------------------------------------------------------
  * kNN top-k (brute force)

@@ -212,6 +212,84 @@ static ltk_status select_fill(const ltk_select_args *in, ltk_select_args *a, con
     return LTK_OK;
 }
 
+/* Host backends: every length a call uses within [0, max_len] (explicit lens non-negative) and every
+ * table entry it reads within [0, num_blocks). */
+static ltk_status check_decode_host(const ltk_decode_args *a) {
+    for (int64_t b = 0; b < a->B; b++) {
+        int64_t need = 0; /* positions request b reads: the longest of its rows */
+        for (int32_t r = 0; r < a->next_n; r++) {
+            const int64_t t = b * a->next_n + r;
+            const int64_t n = a->lens ? (int64_t)a->lens[t] : (int64_t)a->seq_lens[b] - a->next_n + r + 1;
+            LTK_RETURN_IF(a->lens && n < 0, LTK_EINVAL, "lens[%lld] = %lld < 0", (long long)t, (long long)n);
+            LTK_RETURN_IF(n > a->max_len, LTK_EINVAL, "row %lld: length %lld exceeds max_len = %d (the table holds %lld)",
+                          (long long)t, (long long)n, a->max_len, (long long)a->max_blocks * a->block_kv);
+            if (n > need) need = n;
+        }
+        for (int64_t p = 0; p < (need + a->block_kv - 1) / a->block_kv; p++) {
+            const int32_t blk = a->block_table[b * a->bt_stride + p];
+            LTK_RETURN_IF(blk < 0 || blk >= a->num_blocks, LTK_EINVAL,
+                          "block_table[%lld, %lld] = %d is outside the cache's %lld blocks", (long long)b, (long long)p,
+                          blk, (long long)a->num_blocks);
+        }
+    }
+    return LTK_OK;
+}
+
+static ltk_status decode_fill(const ltk_decode_args *in, ltk_decode_args *a, const ltk_backend_i *bi) {
+    LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
+    *a = *in;
+    LTK_RETURN_IF(a->B < 0 || a->B > LTK_MAX_ROWS, LTK_EINVAL, "B=%lld out of [0, 2^31-1]", (long long)a->B);
+    LTK_RETURN_IF(a->next_n < 1 || a->next_n > LTK_DECODE_MAX_NEXT_N, LTK_EINVAL, "next_n=%d out of [1, %d]",
+                  a->next_n, LTK_DECODE_MAX_NEXT_N);
+    LTK_RETURN_IF(a->B * a->next_n > LTK_MAX_ROWS, LTK_EINVAL, "B*next_n=%lld rows exceed 2^31-1",
+                  (long long)(a->B * a->next_n));
+    int64_t kv_stride_unused = 0;
+    LTK_FORWARD_IF(ltk_check_indexer_inputs(a->H, a->D, a->k, a->dtype, &a->q_stride, &kv_stride_unused,
+                                            &a->w_stride, a->q, a->kv_cache, NULL, a->weights));
+    LTK_RETURN_IF(a->flags & ~(LTK_FLAG_UNSORTED | LTK_FLAG_PHYSICAL), LTK_EINVAL, "decode flags 0x%x: expected "
+                  "LTK_FLAG_UNSORTED and LTK_FLAG_PHYSICAL only", a->flags);
+    LTK_RETURN_IF(a->block_kv < 1 || a->block_kv > LTK_DECODE_MAX_BLOCK, LTK_EINVAL, "block_kv=%d out of [1, %d]",
+                  a->block_kv, LTK_DECODE_MAX_BLOCK);
+    LTK_RETURN_IF(((int64_t)a->block_kv * a->D) % 4, LTK_EINVAL,
+                  "block_kv*D=%lld: the scales after the keys need a multiple of 4 bytes", (long long)a->block_kv * a->D);
+    const int64_t block_bytes = (int64_t)a->block_kv * (a->D + 4);
+    if (a->block_stride == 0) a->block_stride = block_bytes;
+    LTK_RETURN_IF(a->block_stride < block_bytes || a->block_stride % 4, LTK_EINVAL,
+                  "block_stride=%lld: expected a multiple of 4 and >= block_kv*(D+4) = %lld", (long long)a->block_stride,
+                  (long long)block_bytes);
+    LTK_RETURN_IF(a->num_blocks < 0 || a->max_blocks < 0, LTK_EINVAL, "num_blocks=%lld, max_blocks=%d",
+                  (long long)a->num_blocks, a->max_blocks);
+    LTK_RETURN_IF((a->flags & LTK_FLAG_PHYSICAL) && a->num_blocks * a->block_kv > LTK_MAX_ROWS, LTK_EINVAL,
+                  "num_blocks*block_kv=%lld: physical slots would not fit in int32",
+                  (long long)(a->num_blocks * a->block_kv));
+    if (a->bt_stride == 0) a->bt_stride = a->max_blocks;
+    LTK_RETURN_IF(a->bt_stride < a->max_blocks, LTK_EINVAL, "bt_stride=%lld < max_blocks=%d", (long long)a->bt_stride,
+                  a->max_blocks);
+    const int64_t table_len = (int64_t)a->max_blocks * a->block_kv;
+    if (a->max_len == 0) a->max_len = (int32_t)(table_len < LTK_MAX_ROWS ? table_len : LTK_MAX_ROWS);
+    LTK_RETURN_IF(a->max_len < 0 || a->max_len > table_len, LTK_EINVAL,
+                  "max_len=%d out of [0, max_blocks*block_kv = %lld]", a->max_len, (long long)table_len);
+    if (a->out_stride == 0) a->out_stride = a->k;
+    LTK_RETURN_IF(a->out_stride < a->k, LTK_EINVAL, "out_stride=%lld < k=%d", (long long)a->out_stride, a->k);
+    if (a->B > 0) {
+        LTK_RETURN_IF(!a->q || !a->weights || !a->out_idx || !a->block_table, LTK_EINVAL,
+                      "q, weights, block_table and out_idx are required");
+        LTK_RETURN_IF(a->num_blocks > 0 && !a->kv_cache, LTK_EINVAL, "kv_cache is NULL");
+        LTK_RETURN_IF((a->lens == NULL) == (a->seq_lens == NULL), LTK_EINVAL,
+                      "give exactly one of lens [B, next_n] and seq_lens [B]");
+    }
+    LTK_CHECK_ALIGNED(a->kv_cache, 4);
+    LTK_CHECK_ALIGNED(a->block_table, 4);
+    LTK_CHECK_ALIGNED(a->lens, 4);
+    LTK_CHECK_ALIGNED(a->seq_lens, 4);
+    LTK_CHECK_ALIGNED(a->out_idx, 4);
+    LTK_CHECK_ALIGNED(a->out_scores, 4);
+    LTK_RETURN_IF(bi->decode == NULL || bi->decode_workspace == NULL, LTK_EUNSUPPORTED,
+                  "backend '%s' has no decode operation in this build", bi->name);
+    if (is_host_backend(bi) && a->B > 0) LTK_FORWARD_IF(check_decode_host(a));
+    return LTK_OK;
+}
+
 /* ---- operations --------------------------------------------------------------------------- */
 ltk_status ltk_indexer_workspace_size(const ltk_indexer_args *args, const ltk_exec *exec, size_t *bytes) {
     ltk_clear_error();
@@ -271,6 +349,26 @@ ltk_status ltk_select_topk(const ltk_select_args *args, const ltk_exec *exec) {
     LTK_FORWARD_IF(pick_backend(exec, &bi));
     LTK_FORWARD_IF(select_fill(args, &a, bi));
     LTK_RUN_WITH_WORKSPACE(bi, select_workspace, select, &a, exec);
+}
+
+ltk_status ltk_decode_workspace_size(const ltk_decode_args *args, const ltk_exec *exec, size_t *bytes) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_decode_args a;
+    static const ltk_exec def;
+    LTK_RETURN_IF(bytes == NULL, LTK_EINVAL, "bytes is NULL");
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(decode_fill(args, &a, bi));
+    return bi->decode_workspace(&a, exec ? exec : &def, bytes);
+}
+
+ltk_status ltk_decode_topk(const ltk_decode_args *args, const ltk_exec *exec) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_decode_args a;
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(decode_fill(args, &a, bi));
+    LTK_RUN_WITH_WORKSPACE(bi, decode_workspace, decode, &a, exec);
 }
 
 /* ---- hot-set state ------------------------------------------------------------------------ */

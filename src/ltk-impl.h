@@ -79,7 +79,34 @@ typedef struct ltk_backend_i {
      * t0 .. t0+rows-1 (ks = 0, ke = (t + 1) / m) on `stream`, so chunks follow each other with no
      * host copy and no synchronisation. */
     ltk_status (*causal_ranges)(int32_t *ks, int32_t *ke, int64_t t0, int64_t rows, int32_t m, void *stream);
+    /* The decode operation (ltk_decode_args: strides, max_len resolved; on host backends every length
+     * and table entry checked). NULL where a backend has none yet: the front end says so. */
+    ltk_status (*decode_workspace)(const ltk_decode_args *a, const ltk_exec *e, size_t *bytes);
+    ltk_status (*decode)(const ltk_decode_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
 } ltk_backend_i;
+
+/* Decode helpers every backend shares (the resolved args of the front end). The length of row t:
+ * lens[t], or seq_lens[b] - next_n + r + 1, clamped to [0, max_len] (host backends have checked it). */
+static inline int32_t ltk_decode_len(const ltk_decode_args *a, int64_t t) {
+    int64_t n = a->lens ? (int64_t)a->lens[t]
+                        : (int64_t)a->seq_lens[t / a->next_n] - a->next_n + (int32_t)(t % a->next_n) + 1;
+    return (int32_t)(n < 0 ? 0 : n > a->max_len ? a->max_len : n);
+}
+/* The block holding position i of request b, and where its keys and scales are. */
+static inline int32_t ltk_decode_block(const ltk_decode_args *a, int64_t b, int64_t i) {
+    return a->block_table[b * a->bt_stride + i / a->block_kv];
+}
+static inline const uint8_t *ltk_decode_keys(const ltk_decode_args *a, int32_t block) {
+    return a->kv_cache + (size_t)block * (size_t)a->block_stride;
+}
+static inline const float *ltk_decode_scales(const ltk_decode_args *a, int32_t block) {
+    return (const float *)(ltk_decode_keys(a, block) + (size_t)a->block_kv * (size_t)a->D);
+}
+/* The output of logical position i: itself, or its physical slot. */
+static inline int32_t ltk_decode_out(const ltk_decode_args *a, int64_t b, int32_t i) {
+    if (!(a->flags & LTK_FLAG_PHYSICAL) || i < 0) return i;
+    return ltk_decode_block(a, b, i) * a->block_kv + i % a->block_kv;
+}
 
 /* The backend an exec resolves to (checks availability and the exec fields). */
 ltk_status ltk_backend_lookup(const ltk_exec *e, const ltk_backend_i **out);

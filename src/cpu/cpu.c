@@ -69,4 +69,6 @@ const ltk_backend_i ltk_backend_cpu = {
     /* .mem_from_host     = */ ltk_host_copy,
     /* .stream_sync       = */ NULL,
     /* .causal_ranges     = */ NULL,
+    /* .decode_workspace  = */ ltkc_decode_ws,
+    /* .decode            = */ ltkc_decode,
 };

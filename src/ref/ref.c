@@ -149,6 +149,58 @@ static ltk_status ref_indexer_exact(const ltk_indexer_args *a, const ltk_exec *e
     return st;
 }
 
+/* ---- decode ------------------------------------------------------------------------------- */
+static ltk_status ref_decode_ws(const ltk_decode_args *a, const ltk_exec *e, size_t *bytes) {
+    (void)a, (void)e;
+    *bytes = 0;
+    return LTK_OK;
+}
+
+/* The indexer's formula over the paged cache, position by position, read straight from the blocks. */
+static ltk_status ref_decode_exact(const ltk_decode_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+    (void)ws, (void)wsb;
+    const int H = a->H, D = a->D, k = a->k;
+    const int64_t rows = a->B * a->next_n;
+    double *q = malloc(sizeof(double) * (size_t)H * (size_t)D);
+    scored *row = malloc(sizeof(scored) * (size_t)(a->max_len > 0 ? a->max_len : 1));
+    if (!q || !row) {
+        free(q), free(row);
+        return ltk_error(LTK_ENOMEM, "ref decode: allocation failed");
+    }
+    for (int64_t t = 0; t < rows; t++) {
+        const int64_t b = t / a->next_n;
+        const int32_t len = ltk_decode_len(a, t);
+        int32_t *oi = a->out_idx + t * a->out_stride;
+        float *os = a->out_scores ? a->out_scores + t * a->out_stride : NULL;
+        if (len <= k && (a->flags & LTK_FLAG_UNSORTED) && !os) {
+            for (int32_t j = 0; j < k; j++) oi[j] = j < len ? ltk_decode_out(a, b, j) : -1;
+            continue;
+        }
+        for (int h = 0; h < H; h++)
+            for (int d = 0; d < D; d++) q[h * D + d] = ltk_load_f32(a->q, a->dtype, t * a->q_stride + h * D + d);
+        for (int32_t i = 0; i < len; i++) {
+            const int32_t blk = ltk_decode_block(a, b, i);
+            const uint8_t *key = ltk_decode_keys(a, blk) + (size_t)(i % a->block_kv) * (size_t)D;
+            double acc = 0.0;
+            for (int h = 0; h < H; h++) {
+                double dot = 0.0;
+                for (int d = 0; d < D; d++) dot += q[h * D + d] * (double)ltk_e4m3_to_f32(key[d]);
+                acc += (double)a->weights[t * a->w_stride + h] * (dot > 0.0 ? dot : (isnan(dot) ? dot : 0.0));
+            }
+            row[i].score = acc * (double)ltk_decode_scales(a, blk)[i % a->block_kv];
+            row[i].idx = i;
+        }
+        emit_row(row, len, k, 0, oi, NULL, os, 0);
+        for (int32_t j = 0; j < k && j < len; j++) oi[j] = ltk_decode_out(a, b, oi[j]);
+    }
+    if (e->stats) {
+        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
+        e->stats->rows = rows;
+    }
+    free(q), free(row);
+    return LTK_OK;
+}
+
 /* ---- kNN ---------------------------------------------------------------------------------- */
 static ltk_status ref_knn_exact(const ltk_knn_args *a, const ltk_exec *e, void *ws, size_t wsb) {
     (void)ws;
@@ -241,6 +293,9 @@ static ltk_status ref_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, si
 static ltk_status ref_select(const ltk_select_args *a, const ltk_exec *e, void *ws, size_t wsb) {
     REF_EXACT(ref_select_exact(a, e, ws, wsb));
 }
+static ltk_status ref_decode(const ltk_decode_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+    REF_EXACT(ref_decode_exact(a, e, ws, wsb));
+}
 
 const ltk_backend_i ltk_backend_ref = {
     /* .name              = */ "ref",
@@ -258,4 +313,6 @@ const ltk_backend_i ltk_backend_ref = {
     /* .mem_from_host     = */ ltk_host_copy,
     /* .stream_sync       = */ NULL,
     /* .causal_ranges     = */ NULL,
+    /* .decode_workspace  = */ ref_decode_ws,
+    /* .decode            = */ ref_decode,
 };
