@@ -214,7 +214,7 @@ extern "C" ltk_status ltk_idx_gather(const ltk_indexer_args *a, const int32_t *P
 #define PREP_R2MIN 24 /* and is used only with at least this many strided keys above it */
 /* The row's sample rank keys are staged in shared memory when they fit (m_max <= 24,576 keys):
  * the four radix passes then read them there, not P and the row from global memory five times
- * (0.4 ms a call at 8,192 rows of 11,264 sample keys, run 6 trace). */
+ * (0.4 ms a call at 8,192 rows of 11,264 sample keys, LTK_CUDA_TRACE). */
 #define PREP_SMEM_MAX (96 * 1024)
 
 static __device__ float prep_block_min(float v, float *sh) {
@@ -240,7 +240,7 @@ static __device__ int64_t prep_block_sum(int64_t v, int64_t *sh) {
 /* One radix pass's digit, by one whole warp: the bin (scanning down from the top) that holds the
  * kk-th best of the counted entries; the prefix gains the digit, kk loses what the bins above it
  * hold. Why a warp: one thread walking up to 255 bins, four passes a row, left the rest of the
- * block waiting at the barrier (40% of the prep's stalls, ncu run 3). */
+ * block waiting at the barrier (40% of the prep's stalls, ncu). */
 static __device__ __forceinline__ void prep_digit_warp(const int32_t *hist, uint32_t kk, uint32_t prefix, int shift,
                                        uint32_t *prefix_o, uint32_t *kk_o) {
     const int lane = threadIdx.x & 31;
@@ -339,7 +339,7 @@ __global__ void __launch_bounds__(PREP_THREADS, 5)
             __syncthreads();
             const uint32_t hmask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
             /* (plain shared-memory atomics: aggregating equal digits with __match_any_sync made the
-             * prep slower, 255 -> 300 us per 4,096 rows, ncu run 5) */
+             * prep slower, 255 -> 300 us per 4,096 rows, ncu) */
             for (int64_t j = threadIdx.x; j < m_max; j += PREP_THREADS) {
                 uint32_t rk;
                 if (staged) {

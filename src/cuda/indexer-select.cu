@@ -15,7 +15,7 @@
 #define SEL_KMAX 8192
 /* A candidate row of up to SEL_STAGE entries (48 KB) is copied to shared memory once, and the radix
  * passes, the gather and the statistics read it there. Why: read from global memory, each of the
- * up to 8 passes waited on L2 latency (0.8 ms a call at 8,192 rows, run 6 trace). */
+ * up to 8 passes waited on L2 latency (0.8 ms a call at 8,192 rows, LTK_CUDA_TRACE). */
 #define SEL_STAGE 6144
 
 /* ---- short rows ---------------------------------------------------------------------------- */

@@ -493,7 +493,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             sm90_wait(&full_b[stage], phase, p, 2, 3, u, it, t, stage);
             /* kv_scale of this lane's two key rows, loaded by TMA with the tile. Why: a bounds-checked
              * global load per tile was ~35 of the ~260 instructions a math thread issues per tile,
-             * and issue slots, not the tensor cores, are what this loop runs out of (ncu, run 8). */
+             * and issue slots, not the tensor cores, are what this loop runs out of (ncu). */
             float scl[2] = {1.0f, 1.0f};
             if (p.kv_scale) {
 #pragma unroll

@@ -117,13 +117,13 @@ template <int DT> static __device__ __forceinline__ float ks_sq8(const uint8_t *
  * replacing one per passing entry) stalled the math warps on an L2 round trip in nearly every
  * item once ~1% of the scores pass (k = 8,192: 16k candidates a query), while both math groups sat
  * in their epilogues and the tensor cores idled: the gated scan ran 1.15x the score-only scan at
- * B = 64, N = 2M, k = 8192 (940 vs 821 us at k = 128, s7-run2). Staged, a flush pays one round
+ * B = 64, N = 2M, k = 8192 (940 vs 821 us at k = 128). Staged, a flush pays one round
  * trip for up to KS_LIST entries, with one atomic per distinct query of each 32 (the paper's
  * per-warp staging lists flushed in batches). */
 
 /* Rounds of 32 entries whose atomics a flush keeps in flight together. A whole list's 8 for 64-query
  * items (one L2 round trip a flush) measured 414 against 416 us at k = 8,192 (B = 64, N = 1M,
- * s10-run3: within the spread), and flushing from idle warps instead gained nothing (s10-run5):
+ * within the spread), and flushing from idle warps instead gained nothing:
  * the gated scan's extra time at large k is not the flush's wait. */
 #define KS_FLUSH_R 4
 
@@ -157,7 +157,7 @@ static __device__ __forceinline__ __attribute__((unused)) void ks_flush(const kn
 /* Score of passing entry `bit` of pm[h], again: acc is indexed by a run-time value only here, on
  * the passing entries: a tree of 31 selects on the bits of `bit` (no local memory: see the SASS).
  * Why a tree: the compare-and-select chain it replaces (32 ISETP + 32 FSEL a pass) was 10% of the
- * 128-query kernel's instructions at B = 1024, k = 1024 (ncu, s9-run3). */
+ * 128-query kernel's instructions at B = 1024, k = 1024 (ncu). */
 template <bool IP>
 static __device__ __forceinline__ float ks_entry(const knn_params &p, const float (&acc)[64], const float *xn,
                                                  float qn, int h, int bit, int row) {
@@ -186,7 +186,7 @@ static __device__ __forceinline__ void ks_mask(const knn_params &p, const float 
     /* The gate as one float compare a score: key32(sc) >= thr <=> sc >= ltk_rank_key_floor(thr)
      * (thr > 0; tests/test-order.c). Why: converting each score to its key first made this
      * epilogue ~22 instructions a score, 41% of the math warps' samples at B = 1024 while the tensor
-     * pipe idled (ncu, s9-run2); the compare and the mask now take ~2.5. */
+     * pipe idled (ncu); the compare and the mask now take ~2.5. */
     const float thf[2] = {ltk_rank_key_floor(thr_r[0]), ltk_rank_key_floor(thr_r[1])};
     pm[0] = pm[1] = 0u;
 #pragma unroll
@@ -273,8 +273,8 @@ static __device__ __forceinline__ void ks_gate(const knn_params &p, const float 
  * query and contiguous runs of up to KS_SUB entries, instead of one atomic per distinct query of
  * each 32 entries and two scattered 4-byte stores an entry. Why: at k = 8,192 (B = 64, N = 1M)
  * the gated scan ran ~38 us longer than at k = 1,024 with DRAM throughput 80% against 90% and L2
- * already at 95% (ncu, s10-run1/2); the scattered candidate writes' L2 transactions were the cost.
- * Measured in one process (s11-run1): 422 -> 385-391 us at k = 8192, 378 -> 375 at k = 1024. */
+ * already at 95% (ncu); the scattered candidate writes' L2 transactions were the cost.
+ * Measured in one process: 422 -> 385-391 us at k = 8192, 378 -> 375 at k = 1024. */
 #define KS_SUB (KS_LIST / 16)
 static __device__ __forceinline__ __attribute__((unused)) void ks_flush_sub(const knn_params &p, ks_list *l, int qw, int lane,
                                                     const uint32_t (&sf)[2]) {

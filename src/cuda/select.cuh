@@ -155,7 +155,7 @@ static __device__ __forceinline__ void ltk_hist_add_agg(uint32_t *hist, bool act
 }
 
 /* Histogram add aggregated over any lanes of the warp that share a digit: one atomic per distinct
- * digit (the indexer's candidate select; in the kNN's selects it measured slower, s7-run1). For
+ * digit (the indexer's candidate select; in the kNN's selects it measured slower). For
  * candidate lists, whose keys sit just above a threshold and share their top bits, the warp holds
  * a few distinct digits but rarely one, and the per-lane atomics of ltk_hist_add_agg then
  * serialise on those few addresses. */
@@ -288,7 +288,7 @@ static __device__ void ltk_bitonic_desc(uint64_t *s, int np) {
 /* Slot of logical position e while ltk_sort_regs round-trips through shared memory: the low 4
  * bits XOR bits 4..7. Why: thread t holds positions t E .. t E + E - 1, so for a fixed j the 32
  * lanes of a warp touched 8-byte words E apart, the same bank for E = 16: 16- to 32-way conflicts
- * on every register/shared-memory round trip (ncu, session 6: 40% excess wavefronts in the kNN's
+ * on every register/shared-memory round trip (ncu: 40% excess wavefronts in the kNN's
  * k = 8,192 final select). Swizzled, each half-warp hits 16 distinct words for E <= 16, and the
  * wide stages (32 consecutive positions a warp) stay conflict-free: the XOR permutes inside
  * aligned blocks of 16. */
@@ -325,7 +325,7 @@ static __device__ __forceinline__ void ltk_sort_stage_smem(uint64_t *comp, uint3
  * elements t E .. t E + E - 1): strides below E swap registers, strides below 32 E exchange with
  * a lane of the same warp by shuffles, and only the wider ones go through shared memory. Why: the
  * all-shared-memory network (66 stages at k = 2048) made the candidate select shared-memory bound
- * (87% L1 throughput, 0.85 ms per 4,096 rows, ncu run 3). */
+ * (87% L1 throughput, 0.85 ms per 4,096 rows, ncu). */
 template <int E, bool RAW> static __device__ void ltk_sort_regs(uint64_t *comp, uint32_t *raw, int np) {
     const int t = threadIdx.x, lane = t & 31;
     const int nt = np / E;
@@ -414,7 +414,7 @@ template <int E, bool RAW> static __device__ void ltk_sort_regs(uint64_t *comp, 
  * all-shared-memory network. E is a template parameter of the calling kernel (ltk_sort_e_of picks
  * it for k on the host) so that a small k does not pay the registers of a large one. Why: at
  * k = 8,192 the kNN's final select (117 us a call) was shared-memory bound, 72% L1 throughput with
- * 40% excess wavefronts (ncu, session 6), its 91-stage network the main user; the register
+ * 40% excess wavefronts (ncu), its 91-stage network the main user; the register
  * network keeps 10 of those stages there. */
 template <int E> static __device__ void ltk_sort_desc(uint64_t *s, int np) {
     if constexpr (E >= 2) {
@@ -431,9 +431,9 @@ template <int E> static __device__ void ltk_sort_desc(uint64_t *s, int np) {
  * smallest and the largest key of the entries, highest first; inside a bucket each entry's place
  * is its count of larger composites there (composites are distinct, so the order is the sort's).
  * Why: the bitonic network of 8192 entries takes 91 compare-exchange stages over 16 entries a
- * thread, ~60 of the kNN final select's 83 us at k = 8192 (s7-run6); this is a few passes over
+ * thread, ~60 of the kNN final select's 83 us at k = 8192; this is a few passes over
  * shared memory. Called by every thread after a barrier. The kNN final select's default for
- * k > 2048 (H200: 83 -> 50 us at k = 8192, s8-run2). */
+ * k > 2048 (H200: 83 -> 50 us at k = 8192). */
 #define LTK_BUCKET_MAX 128
 static __device__ bool ltk_sort_bucket(uint64_t *s, uint32_t n, uint64_t *scratch, ltk_sel_smem *sm) {
     const int lane = threadIdx.x & 31;
