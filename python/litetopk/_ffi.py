@@ -29,6 +29,15 @@ BACKEND_AUTO, BACKEND_REF, BACKEND_CPU, BACKEND_CUDA = 0, 1, 2, 3
 ALGO_FUSED, ALGO_MATERIALIZE, ALGO_SCORE_ONLY = 0, 1, 2
 FLAG_UNSORTED = 0x1
 FLAG_ABSOLUTE = 0x2
+FLAG_PHYSICAL = 0x4
+
+# the header's limits (LTK_*_MAX_*), checked against it by tests/test_abi.py
+INDEXER_MAX_K, INDEXER_MAX_H, INDEXER_MAX_D = 8192, 128, 256
+KNN_MAX_K, KNN_MAX_D = 16384, 65536
+SELECT_MAX_K = 65536
+STATE_MAX_SIZE = 1 << 20
+DECODE_MAX_NEXT_N, DECODE_MAX_BLOCK = 8, 1024
+MAX_ROWS = 2147483647
 
 BACKENDS = {"auto": BACKEND_AUTO, "ref": BACKEND_REF, "cpu": BACKEND_CPU, "cuda": BACKEND_CUDA}
 BACKEND_NAMES = {v: k for k, v in BACKENDS.items()}
@@ -183,6 +192,35 @@ class ltk_prefill_args(ctypes.Structure):
     ]
 
 
+class ltk_decode_args(ctypes.Structure):
+    _fields_ = [
+        ("B", ctypes.c_int64),
+        ("next_n", ctypes.c_int32),
+        ("H", ctypes.c_int32),
+        ("D", ctypes.c_int32),
+        ("k", ctypes.c_int32),
+        ("dtype", ctypes.c_int),
+        ("q", ctypes.c_void_p),
+        ("q_stride", ctypes.c_int64),
+        ("kv_cache", ctypes.c_void_p),
+        ("num_blocks", ctypes.c_int64),
+        ("block_kv", ctypes.c_int32),
+        ("block_stride", ctypes.c_int64),
+        ("block_table", ctypes.c_void_p),
+        ("bt_stride", ctypes.c_int64),
+        ("max_blocks", ctypes.c_int32),
+        ("lens", ctypes.c_void_p),
+        ("seq_lens", ctypes.c_void_p),
+        ("max_len", ctypes.c_int32),
+        ("weights", ctypes.c_void_p),
+        ("w_stride", ctypes.c_int64),
+        ("out_idx", ctypes.c_void_p),
+        ("out_scores", ctypes.c_void_p),
+        ("out_stride", ctypes.c_int64),
+        ("flags", ctypes.c_uint32),
+    ]
+
+
 class ltk_knn_args(ctypes.Structure):
     _fields_ = [
         ("B", ctypes.c_int64),
@@ -290,6 +328,8 @@ def _declare(lib):
     optional = {
         "ltk_prefill_workspace_size": (st, [P, P, ctypes.POINTER(ctypes.c_size_t)]),
         "ltk_prefill_run": (st, [P, P]),
+        "ltk_decode_workspace_size": (st, [P, P, ctypes.POINTER(ctypes.c_size_t)]),
+        "ltk_decode_topk": (st, [P, P]),
     }
     for name, (res, args) in list(sig.items()) + list(optional.items()):
         try:

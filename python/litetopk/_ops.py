@@ -14,7 +14,7 @@ from ._arrays import (Arr, _devstr, check_out, empty, float_code, require_dtype,
 
 _INDEXER_DTYPES = (_ffi.DTYPE_E4M3, _ffi.DTYPE_BF16, _ffi.DTYPE_F32)
 _SCORE_DTYPES = (_ffi.DTYPE_F32, _ffi.DTYPE_F16, _ffi.DTYPE_BF16)
-_MAX_K = {"indexer": 8192, "knn": 16384, "select": 65536}
+_MAX_K = {"indexer": _ffi.INDEXER_MAX_K, "knn": _ffi.KNN_MAX_K, "select": _ffi.SELECT_MAX_K}
 
 
 # ---- statistics ------------------------------------------------------------------------------------
@@ -505,6 +505,170 @@ def fp8_mqa_topk(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, topk, *, 
                         workspace=workspace, stats=stats, dtype=dtype, num_threads=num_threads, stream=stream)
 
 
+# ---- decode ------------------------------------------------------------------------------------------
+def _decode_prepare(q, kv_cache, weights, lens, block_table, topk, block_kv, max_len, physical, sorted_,
+                    return_scores, out, backend, algo, dtype, num_threads, stream):
+    qa = wrap(q, "q", ndim=4)
+    ca = wrap(kv_cache, "kv_cache", ndim=(2, 4))
+    wa = wrap(weights, "weights", ndim=2)
+    la = wrap(lens, "lens", ndim=(1, 2))
+    ta = wrap(block_table, "block_table", ndim=2)
+    topk = _check_k(topk, "indexer")
+    B, next_n, H, D = qa.shape
+    rows = B * next_n
+    code = float_code(qa, dtype, _INDEXER_DTYPES, "decode")
+    require_dtype(wa, "float32")
+    require_dtype(ta, "int32")
+    require_dtype(la, "int32")
+    if ca.dname not in ("uint8", "int8") and ca.itemsize != 1:
+        raise TypeError(f"kv_cache: expected uint8 bytes (or float8_e4m3fn viewed as uint8), got {ca.dname}")
+    if ca.ndim == 4:  # vLLM's view [num_blocks, block_kv, 1, D + 4]
+        nb, bk, one, width = ca.shape
+        if one != 1 or width != D + 4:
+            raise ValueError(f"kv_cache: expected shape (num_blocks, block_kv, 1, {D + 4}), got {ca.shape}")
+        if block_kv is not None and block_kv != bk:
+            raise ValueError(f"block_kv={block_kv} but kv_cache holds blocks of {bk}")
+        block_kv = bk
+        if ca.stride(3) not in (0, 1) or (nb > 1 and ca.strides[0] < bk * (D + 4)):
+            raise ValueError("kv_cache: each block's bytes must be contiguous")
+    else:  # [num_blocks, block bytes]
+        nb = ca.shape[0]
+        if block_kv is None:
+            block_kv = ca.shape[1] // (D + 4)
+        _inner_contig(ca, (1,))
+        if ca.shape[1] < block_kv * (D + 4):
+            raise ValueError(f"kv_cache: rows of {ca.shape[1]} bytes hold no block of {block_kv} x ({D} + 4)")
+    if wa.shape != (rows, H):
+        raise ValueError(f"weights: expected shape ({rows}, {H}) = (B * next_n, H), got {wa.shape}")
+    if la.shape not in ((B,), (B, next_n)):
+        raise ValueError(f"lens: expected ({B},) (seq_lens) or ({B}, {next_n}) (a length per row), got {la.shape}")
+    if la.ndim == 2 and (la.stride(1) not in (0, 1) or (B > 1 and la.strides[0] != next_n)):
+        raise ValueError("lens: must be contiguous")
+    if la.ndim == 1 and la.stride(0) not in (0, 1):
+        raise ValueError("lens: must be contiguous")
+    if ta.shape[0] != B:
+        raise ValueError(f"block_table: expected {B} rows, got {ta.shape}")
+    _inner_contig(ta, (1,))
+    _inner_contig(qa, (3,))
+    if qa.stride(2) not in (0, D) or (next_n > 1 and qa.strides[1] != qa.strides[2] * H and H > 1):
+        raise ValueError("q: the heads of a row must be packed ([B, next_n, H, D] with stride(2) == D)")
+    if B > 1 and qa.strides[0] != next_n * qa.strides[1]:
+        raise ValueError("q: rows of different requests must be evenly strided (stride(0) == next_n * stride(1))")
+    _inner_contig(wa, (1,))
+    device = same_device([qa, ca, wa, la, ta])
+    ctx = _Ctx(device, backend, algo, num_threads, stream, qa)
+    if out is None:
+        out = (None, None)
+    elif isinstance(out, (tuple, list)):
+        if len(out) != 2:
+            raise ValueError("out: expected (indices, scores)")
+    else:
+        out = (out, None)
+    if out[1] is not None:
+        return_scores = True
+    ia, sca = _outputs2(out, ("out indices", "out scores"), ((rows, topk), (rows, topk) if return_scores else None),
+                        ("int32", "float32"), ctx, rows, topk)
+    a = _ffi.ltk_decode_args()
+    a.B, a.next_n, a.H, a.D, a.k = B, next_n, H, D, topk
+    a.dtype = code
+    a.q, a.q_stride = qa.ptr or None, qa.stride(1) if next_n > 1 else (qa.stride(0) if B > 1 else H * D)
+    a.kv_cache, a.num_blocks, a.block_kv = ca.ptr or None, nb, block_kv
+    a.block_stride = ca.strides[0] if nb > 1 else 0
+    a.block_table, a.bt_stride, a.max_blocks = ta.ptr or None, ta.stride(0) if B > 1 else ta.shape[1], ta.shape[1]
+    if la.ndim == 2:
+        a.lens = la.ptr or None
+    else:
+        a.seq_lens = la.ptr or None
+    cap = ta.shape[1] * block_kv
+    a.max_len = min(int(max_len), cap) if max_len else 0
+    a.weights, a.w_stride = wa.ptr or None, wa.stride(0)
+    a.out_idx = ia.ptr or None
+    a.out_scores = sca.ptr if sca is not None else None
+    a.out_stride = _row_stride(ia, sca)
+    a.flags = (0 if sorted_ else _ffi.FLAG_UNSORTED) | (_ffi.FLAG_PHYSICAL if physical else 0)
+    return a, ctx, ia, sca
+
+
+def decode_topk(q, kv_cache, weights, lens, block_table, topk, *, block_kv=None, max_len=0, physical=False,
+                sorted=False, return_scores=False, out=None, backend="auto", algo="fused", workspace=None, stats=None,
+                dtype=None, num_threads=0, stream=None):
+    """Decode-stage indexer top-k over a paged FP8 cache (``ltk_decode_topk``), no logits written.
+
+    Row ``t = b * next_n + r`` scores positions ``i < len(t)`` of request ``b``::
+
+        I[t, i] = scale(b, i) * sum_h weights[t, h] * max(0, q[b, r, h, :] . key(b, i))
+
+    Parameters
+    ----------
+    q : array [B, next_n, H, D]
+        float8_e4m3fn (also bfloat16/float32 on the CPU backend; raw uint8 with ``dtype="e4m3"``).
+    kv_cache : uint8 array [num_blocks, block_kv, 1, D + 4] (vLLM's view) or [num_blocks, bytes]
+        Each block: ``block_kv * D`` e4m3 key bytes, then ``block_kv`` fp32 scales.
+    weights : float32 [B * next_n, H]
+    lens : int32 [B, next_n] (a length per row) or [B] (``seq_lens``: row r sees
+        ``seq_len - next_n + r + 1`` positions, vLLM's convention)
+    block_table : int32 [B, max_blocks]
+    topk : int
+    block_kv : int, optional
+        Needed only with the 2-D cache view.
+    max_len : int, default 0
+        Capacity: every length <= max_len (0: ``max_blocks * block_kv``). The workspace depends on it,
+        never on the lengths, so a captured CUDA graph replays for any lengths below it.
+    physical : bool, default False
+        Return physical cache slots ``block_table[b, i // block_kv] * block_kv + i % block_kv``
+        (SGLang, FlashMLA) instead of logical positions (vLLM).
+    sorted, return_scores, out, backend, algo, workspace, stats, dtype, num_threads, stream
+        As in :func:`indexer_topk`.
+
+    Returns
+    -------
+    indices : int32 [B * next_n, topk], ``-1`` padded; a row with ``len <= topk`` is ``0..len-1`` when
+        unsorted without scores (``top_k_per_row_decode``'s rule). With ``return_scores``, also the
+        float32 scores.
+
+    Notes
+    -----
+    The CPU and ref backends check every length and table entry (``InvalidArgumentError``). The CUDA
+    backend has no decode kernel yet and raises :class:`UnsupportedError`.
+    """
+    a, ctx, ia, sca = _decode_prepare(q, kv_cache, weights, lens, block_table, topk, block_kv, max_len, physical,
+                                      sorted, return_scores, out, backend, algo, dtype, num_threads, stream)
+    _run("decode_topk", ctx, _ffi.entry("ltk_decode_topk"), _ffi.entry("ltk_decode_workspace_size"), a,
+         a.B * a.next_n, workspace, stats)
+    if sca is not None:
+        return ia.obj, sca.obj
+    return ia.obj
+
+
+def fp8_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, topk, *,
+                       clean_logits=False, physical=False, sorted=False, return_scores=False, out=None,
+                       backend="auto", algo="fused", workspace=None, stats=None, dtype=None, num_threads=0,
+                       stream=None):
+    """DeepGEMM ``fp8_paged_mqa_logits`` + vLLM ``top_k_per_row_decode`` in one exact call.
+
+    vLLM's decode step::
+
+        logits = fp8_paged_mqa_logits(q, kv_cache, weights, seq_lens, block_table, schedule_meta,
+                                      max_model_len, clean_logits=False)
+        top_k_per_row_decode(logits, next_n, seq_lens, topk_indices, B * next_n, logits.stride(0),
+                             logits.stride(1), topk)
+
+    becomes::
+
+        topk_indices = litetopk.fp8_paged_mqa_topk(q, kv_cache, weights, seq_lens, block_table,
+                                                   schedule_meta, max_model_len, topk)
+
+    ``q`` may be the pair ``(q, None)``; ``schedule_meta`` and ``clean_logits`` are accepted and not
+    needed; ``max_context_len`` is the capacity (``max_len`` of :func:`decode_topk`, clipped to the
+    block table). ``physical=True`` returns slots for SGLang / FlashMLA instead of positions.
+    """
+    q = _split_q(q)
+    return decode_topk(q, kv_cache, weights, context_lens, block_table, topk, max_len=max_context_len,
+                       physical=physical, sorted=sorted, return_scores=return_scores, out=out, backend=backend,
+                       algo=algo, workspace=workspace, stats=stats, dtype=dtype, num_threads=num_threads,
+                       stream=stream)
+
+
 # ---- kNN -----------------------------------------------------------------------------------------------
 def _knn_prepare(queries, base, k, metric, sorted_, out, backend, algo, dtype, num_threads, stream):
     qa = wrap(queries, "queries", ndim=2)
@@ -685,10 +849,11 @@ def workspace_size(op, *args, **kwargs) -> int:
 
     Parameters
     ----------
-    op : {"indexer", "fp8_mqa", "knn", "select", "prefill"}
+    op : {"indexer", "fp8_mqa", "decode", "fp8_paged_mqa", "knn", "select", "prefill"}
     *args, **kwargs
-        Exactly the arguments of :func:`indexer_topk`, :func:`fp8_mqa_topk`, :func:`knn_topk` or
-        :func:`select_topk` or :func:`prefill` (``backend``, ``algo``, ``num_threads``, flags and output options matter).
+        Exactly the arguments of :func:`indexer_topk`, :func:`fp8_mqa_topk`, :func:`decode_topk`,
+        :func:`fp8_paged_mqa_topk`, :func:`knn_topk`, :func:`select_topk` or :func:`prefill`
+        (``backend``, ``algo``, ``num_threads``, flags and output options matter).
 
     Returns
     -------
@@ -714,6 +879,20 @@ def workspace_size(op, *args, **kwargs) -> int:
                                       p["relative"], p["sorted"], p["return_scores"], p["state"], p["out"],
                                       p["backend"], p["algo"], p["dtype"], p["num_threads"], p["stream"])
         return _workspace_bytes(ctx, L.ltk_indexer_workspace_size, a)
+    if op in ("decode", "fp8_paged_mqa"):
+        if op == "fp8_paged_mqa":
+            q, kv, w, lens, bt, _meta, mcl, topk = _pad_args(args, kwargs, ("q", "kv_cache", "weights", "context_lens",
+                                                                         "block_table", "schedule_meta",
+                                                                         "max_context_len", "topk"))
+            kwargs.pop("clean_logits", None)
+            args, kwargs["max_len"] = (_split_q(q), kv, w, lens, bt, topk), mcl
+        p = _bind(("q", "kv_cache", "weights", "lens", "block_table", "topk"), args, kwargs,
+                  dict(block_kv=None, max_len=0, physical=False, sorted=False, return_scores=False, out=None,
+                       backend="auto", algo="fused", dtype=None, num_threads=0, stream=None))
+        a, ctx, *_ = _decode_prepare(p["q"], p["kv_cache"], p["weights"], p["lens"], p["block_table"], p["topk"],
+                                     p["block_kv"], p["max_len"], p["physical"], p["sorted"], p["return_scores"],
+                                     p["out"], p["backend"], p["algo"], p["dtype"], p["num_threads"], p["stream"])
+        return _workspace_bytes(ctx, _ffi.entry("ltk_decode_workspace_size"), a)
     if op == "knn":
         p = _bind(("queries", "base", "k", "metric"), args, kwargs,
                   dict(metric="ip", sorted=True, out=None, backend="auto", algo="fused", dtype=None, num_threads=0,
@@ -804,7 +983,7 @@ class IndexerState:
         if isinstance(sample_size, bool):
             raise TypeError("sample_size must be an int")
         sample_size = operator.index(sample_size)
-        if sample_size < 1 or sample_size > (1 << 20):
+        if sample_size < 1 or sample_size > _ffi.STATE_MAX_SIZE:
             raise ValueError(f"sample_size={sample_size} out of [1, 2^20]")
         L = _ffi.lib()
         b = _backend_code(backend)
@@ -969,7 +1148,7 @@ def _prefill_prepare(q, kv, kv_scale, weights, topk, m, chunk, sample_size, sort
     if chunk < 0:
         raise ValueError(f"chunk={chunk} < 0")
     sample_size = operator.index(sample_size)
-    if sample_size < 0 or sample_size > (1 << 20):
+    if sample_size < 0 or sample_size > _ffi.STATE_MAX_SIZE:
         raise ValueError(f"sample_size={sample_size} out of [0, 2^20]")
     L, H, D = qa.shape
     S = L // m

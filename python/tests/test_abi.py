@@ -21,6 +21,7 @@ STRUCTS = {
     "ltk_knn_args": _ffi.ltk_knn_args,
     "ltk_select_args": _ffi.ltk_select_args,
     "ltk_prefill_args": _ffi.ltk_prefill_args,
+    "ltk_decode_args": _ffi.ltk_decode_args,
 }
 # header enum -> the prefix of its mirror in _ffi (the header's name without "LTK_")
 ENUMS = {"ltk_dtype": "DTYPE_", "ltk_metric": "METRIC_", "ltk_backend": "BACKEND_", "ltk_algo": "ALGO_"}
@@ -102,6 +103,7 @@ def header_constants(text):
     for enum in ENUMS:
         out.update(header_enum(text, enum))
     out.update(header_flags(text))
+    out.update(header_limits(text))
     return out
 
 
@@ -124,6 +126,22 @@ def test_enum_values_match_header(enum):
 def test_flag_values_match_header():
     header = {n[len("LTK_"):]: v for n, v in header_flags(_header_text()).items()}
     _compare("flags", header, ffi_names(r"FLAG_[A-Z0-9_]+"))
+
+
+def header_limits(text):
+    """{LTK_*_MAX_* and LTK_MAX_ROWS: value} of the header's limit macros."""
+    raw = re.findall(r"#define (LTK_(?:\w+_MAX_\w+|MAX_ROWS))\s+(\(1 << \d+\)|\d+)(?:LL)?(?=\s|$)", text, re.M)
+    out = {}
+    for n, v in raw:
+        m = re.fullmatch(r"\(1 << (\d+)\)", v)
+        out[n] = 1 << int(m.group(1)) if m else int(v)
+    assert len(out) >= 9, f"found only {sorted(out)} in litetopk.h"
+    return out
+
+
+def test_limits_match_header():
+    header = {n[len("LTK_"):]: v for n, v in header_limits(_header_text()).items()}
+    _compare("limits", header, ffi_names(r"(\w+_MAX_\w+|MAX_ROWS)"))
 
 
 def test_header_parse_matches_compiler(tmp_path):
