@@ -190,7 +190,10 @@ static int run(const dprob *p, ltk_backend be, ltk_algo algo, uint32_t flags, in
     memset(idx, POISON, n * 4 + 4);
     if (sc) memset(sc, POISON, n * 4 + 4);
     ltk_decode_args a = prob_args(p, idx, sc, flags);
-    ltk_exec e = {.backend = be, .algo = algo};
+    ltk_stats stats; /* statistics on: their own code path (the CPU sums the chunks' counters) */
+    memset(&stats, 0xab, sizeof stats);
+    stats.row_candidates = NULL, stats.row_bin_entries = NULL;
+    ltk_exec e = {.backend = be, .algo = algo, .stats = (flags & LTK_FLAG_PHYSICAL) ? &stats : NULL};
     size_t ws = 0;
     ltk_status st = ltk_decode_workspace_size(&a, &e, &ws);
     void *wbuf = NULL;
@@ -202,6 +205,9 @@ static int run(const dprob *p, ltk_backend be, ltk_algo algo, uint32_t flags, in
     free(wbuf);
     CHECK(st == LTK_OK, "%s/%d: %s: %s", ltk_backend_name(be), (int)algo, ltk_status_str(st), ltk_last_error());
     CHECK(t_guarded_ok(idx) && (!sc || t_guarded_ok(sc)), "canaries around the outputs broken");
+    if (e.stats && st == LTK_OK)
+        CHECK(stats.rows == (int64_t)c->B * c->next_n && stats.fallback_rows >= 0 && stats.candidates >= 0,
+              "statistics: rows %lld, fallback %lld", (long long)stats.rows, (long long)stats.fallback_rows);
     const uint8_t *tail = (const uint8_t *)idx + n * 4;
     CHECK(tail[0] == POISON && tail[3] == POISON, "a byte past the last row was written");
     *idx_out = idx, *sc_out = sc;

@@ -85,5 +85,6 @@ void bench_call_teardown(void *ctx);
 int bench_dsa_main(int argc, char **argv);
 int bench_knn_main(int argc, char **argv);
 int bench_select_main(int argc, char **argv);
+int bench_decode_main(int argc, char **argv);
 
 #endif

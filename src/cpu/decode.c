@@ -147,6 +147,7 @@ static ltk_status decode_request(const ltk_decode_args *a, const ltk_exec *e, co
         ltk_exec e1 = *e;
         e1.num_threads = 1, e1.workspace = idx_ws, e1.workspace_bytes = p->idx_ws, e1.stats = NULL;
         ltk_stats cs;
+        memset(&cs, 0, sizeof cs); /* no per-row arrays: the chunks' counters are summed */
         for (int64_t c0 = 0; c0 < need; c0 += p->chunk) {
             const int64_t n = need - c0 < p->chunk ? need - c0 : p->chunk;
             gather(a, b, c0, n, keys, scales, p->el);

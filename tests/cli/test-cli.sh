@@ -89,9 +89,10 @@ expect 0 "exactness: fused == materialize" -- "$ltk" bench knn --B 4 --N 500 --D
 expect 0 "exactness: fused == materialize" -- "$ltk" bench knn --base "$dir/gen.base.fbin" --queries "$dir/gen.queries.fbin" -k 5 --reps 1
 expect 0 "exactness: fused == materialize" -- "$ltk" bench dsa --T 8 --S 600 --H 4 --D 32 -k 64 --chunk 4 --reps 1 --json "$dir/b.jsonl"
 expect 0 "exactness: fused == materialize" -- "$ltk" bench select --rows 3 --cols 700 -k 20 --dist ties --dtype bf16 --unsorted --reps 1 --json "$dir/b.jsonl"
-[ "$(wc -l < "$dir/b.jsonl")" -eq 6 ] || fail "expected 6 JSON lines in b.jsonl"
-for key in '"op"' '"backend"' '"algo"' '"median_ms"' '"aux_bytes"' '"device"' '"commit"' '"candidates_mean"' '"fallback_rows"'; do
-    [ "$(grep -c -- "$key" "$dir/b.jsonl")" -eq 6 ] || fail "JSON lines without $key"
+expect 0 "exactness: fused == materialize" -- "$ltk" bench decode --B 3 --ctx 900 --mixed --next-n 2 --H 4 --D 32 -k 64 --block 32 --reps 1 --json "$dir/b.jsonl"
+[ "$(wc -l < "$dir/b.jsonl")" -eq 8 ] || fail "expected 8 JSON lines in b.jsonl"
+for key in '"op"' '"backend"' '"algo"' '"median_ms"' '"aux_bytes"' '"device"' '"commit"' '"candidates_mean"' '"fallback_rows"' '"harness"' '"date"'; do
+    [ "$(grep -c -- "$key" "$dir/b.jsonl")" -eq 8 ] || fail "JSON lines without $key"
 done
 LTK_COMMIT=feedbee expect 0 "" -- "$ltk" bench select --rows 2 --cols 100 -k 5 --reps 1 --json "$dir/c.jsonl"
 grep -q '"commit": "feedbee"' "$dir/c.jsonl" || fail "LTK_COMMIT not recorded"

@@ -1,0 +1,188 @@
+/* `litetopk bench decode`: one decode step of a batch of requests over a paged FP8 cache (the layout
+ * vLLM and SGLang use), fused against materialize (bench.h runs and records it). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "devmem.h"
+#include "gen.h"
+
+typedef struct decode_bench {
+    bench_call call; /* first: bench_op's ctx for the generic callbacks */
+    ltk_decode_args args;
+    void *q, *cache, *table, *lens, *weights;
+    int64_t ctx;
+    int mixed;
+    double cached; /* positions in the batch's contexts: what one read of the cache covers */
+} decode_bench;
+
+static ltk_status decode_size(const void *a, const ltk_exec *e, size_t *bytes) {
+    return ltk_decode_workspace_size(a, e, bytes);
+}
+static ltk_status decode_call(const void *a, const ltk_exec *e) { return ltk_decode_topk(a, e); }
+static void decode_json(void *c, cli_json *j) {
+    decode_bench *b = c;
+    cli_json_int(j, "B", b->args.B), cli_json_int(j, "next_n", b->args.next_n), cli_json_int(j, "H", b->args.H);
+    cli_json_int(j, "D", b->args.D), cli_json_int(j, "k", b->args.k), cli_json_int(j, "block_kv", b->args.block_kv);
+    cli_json_int(j, "ctx", b->ctx), cli_json_bool(j, "mixed", b->mixed);
+    cli_json_bool(j, "physical", (b->args.flags & LTK_FLAG_PHYSICAL) != 0);
+}
+
+static const char decode_usage[] =
+    "bench decode [--B N --ctx N --mixed --next-n N --H N --D N -k K --block N --physical]\n"
+    "                      [--backend auto|cpu|cuda|ref] [--algos fused,materialize,score_only] [--reps N] [--json FILE]";
+static const char decode_about[] =
+    "One decode step: B requests of --ctx cached positions each (--mixed: lengths uniform in\n"
+    "[ctx/8, ctx]), next_n query rows a request seeing seq_len - next_n + r + 1 positions (vLLM's\n"
+    "convention), scattered over a paged cache of --block-token blocks (block_kv*D e4m3 key bytes, then\n"
+    "block_kv fp32 scales). TFLOP/s = 2 H D (visible positions) / time; on CUDA also each time over one\n"
+    "read of the cache at the device copy rate measured in the same process.";
+
+/* The cache, the table and the inputs, on the host: N(0, 1) keys and queries in e4m3, per-token
+ * scales in [2^-4, 1), weights with D^-0.5 H^-0.5 folded in, each request's blocks scattered. */
+static ltk_status make_inputs(decode_bench *b, const ltk_decode_args *a, uint64_t seed, uint8_t **cache, int32_t **table,
+                              int32_t **lens, uint8_t **q, float **w, double *visible) {
+    gen_rng r;
+    gen_rng_seed(&r, seed);
+    const int64_t nb = a->num_blocks, bs = a->block_stride, rows = a->B * a->next_n;
+    *cache = malloc((size_t)(nb * bs));
+    *table = malloc(sizeof(int32_t) * (size_t)(a->B * a->max_blocks));
+    *lens = malloc(sizeof(int32_t) * (size_t)a->B);
+    *q = malloc((size_t)(rows * a->H * a->D));
+    *w = malloc(sizeof(float) * (size_t)(rows * a->H));
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)nb);
+    float *tmp = malloc(sizeof(float) * (size_t)(a->block_kv * a->D));
+    if (!*cache || !*table || !*lens || !*q || !*w || !perm || !tmp) {
+        free(perm), free(tmp);
+        return tool_fail(LTK_ENOMEM, "bench decode: out of memory for the inputs");
+    }
+    for (int64_t blk = 0; blk < nb; blk++) {
+        uint8_t *base = *cache + blk * bs;
+        for (int64_t x = 0; x < (int64_t)a->block_kv * a->D; x++) tmp[x] = (float)gen_normal(&r);
+        void *enc = NULL;
+        ltk_status st = gen_encode(tmp, (int64_t)a->block_kv * a->D, LTK_DTYPE_E4M3, &enc);
+        if (st) {
+            free(perm), free(tmp);
+            return st;
+        }
+        memcpy(base, enc, (size_t)a->block_kv * (size_t)a->D);
+        free(enc);
+        float *sc = (float *)(base + (size_t)a->block_kv * (size_t)a->D);
+        for (int j = 0; j < a->block_kv; j++) sc[j] = (float)ldexp(1.0 + gen_uniform(&r), -(int)(1 + gen_u64(&r) % 4));
+    }
+    for (int64_t i = 0; i < nb; i++) perm[i] = (int32_t)i;
+    for (int64_t i = nb - 1; i > 0; i--) {
+        int64_t j = (int64_t)(gen_u64(&r) % (uint64_t)(i + 1));
+        int32_t t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    memcpy(*table, perm, sizeof(int32_t) * (size_t)(a->B * a->max_blocks));
+    *visible = 0;
+    for (int64_t i = 0; i < a->B; i++) {
+        int64_t n = b->mixed ? b->ctx / 8 + (int64_t)(gen_uniform(&r) * (double)(b->ctx - b->ctx / 8 + 1)) : b->ctx;
+        if (n > b->ctx) n = b->ctx;
+        (*lens)[i] = (int32_t)n;
+        b->cached += (double)n;
+        for (int32_t rr = 0; rr < a->next_n; rr++) {
+            int64_t v = n - a->next_n + rr + 1;
+            *visible += (double)(v > 0 ? v : 0);
+        }
+    }
+    float *qf = malloc(sizeof(float) * (size_t)(rows * a->H * a->D));
+    if (!qf) {
+        free(perm), free(tmp);
+        return tool_fail(LTK_ENOMEM, "bench decode: out of memory for q");
+    }
+    for (int64_t x = 0; x < rows * a->H * a->D; x++) qf[x] = (float)gen_normal(&r);
+    void *enc = NULL;
+    ltk_status st = gen_encode(qf, rows * a->H * a->D, LTK_DTYPE_E4M3, &enc);
+    if (!st) memcpy(*q, enc, (size_t)(rows * a->H * a->D));
+    free(enc), free(qf);
+    const double wscale = 1.0 / sqrt((double)a->D * (double)a->H);
+    for (int64_t x = 0; x < rows * a->H; x++) (*w)[x] = (float)(gen_normal(&r) * wscale);
+    free(perm), free(tmp);
+    return st;
+}
+
+int bench_decode_main(int argc, char **argv) {
+    const char *cmd = "bench decode";
+    int64_t B = -1, ctx = -1, next_n = 1, H = 64, D = 128, block = 64;
+    int mixed = 0, physical = 0;
+    cli_opt opts[] = {
+        {"--B", NULL, CLI_INT, &B, "N", "requests (default: GPU 64, CPU 8)", 1, INT32_MAX, 0},
+        {"--ctx", NULL, CLI_INT, &ctx, "N", "cached positions a request (default: GPU 64K, CPU 16K)", 1, INT32_MAX, 0},
+        {"--mixed", NULL, CLI_FLAG, &mixed, NULL, "lengths uniform in [ctx/8, ctx] instead of all ctx", 0, 0, 0},
+        {"--next-n", NULL, CLI_INT, &next_n, "N", "query rows a request (speculative decoding; default 1)", 1,
+         LTK_DECODE_MAX_NEXT_N, 0},
+        {"--H", NULL, CLI_INT, &H, "N", "heads (default 64)", 1, LTK_INDEXER_MAX_H, 0},
+        {"--D", NULL, CLI_INT, &D, "N", "head dimension (default 128)", 1, LTK_INDEXER_MAX_D, 0},
+        {"--block", NULL, CLI_INT, &block, "N", "tokens a cache block (default 64)", 1, LTK_DECODE_MAX_BLOCK, 0},
+        {"--physical", NULL, CLI_FLAG, &physical, NULL, "physical slots out (SGLang) instead of positions", 0, 0, 0},
+    };
+    bench_common c;
+    int rc = bench_parse(cmd, decode_usage, decode_about, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), &c);
+    if (rc < 0) return CLI_EXIT_OK;
+    if (rc) return rc;
+    bench_env env;
+    if ((rc = bench_env_init(cmd, &c, 0, &env)) != CLI_EXIT_OK) return rc;
+    int64_t k = c.k < 0 ? 2048 : c.k;
+    if (k > LTK_INDEXER_MAX_K) return cli_usage_error(cmd, "k=%lld: decode takes k <= %d", (long long)k, LTK_INDEXER_MAX_K);
+    if (B < 0) B = env.on_device ? 64 : 8;
+    if (ctx < 0) ctx = env.on_device ? 65536 : 16384;
+    if ((block * D) % 4) return cli_usage_error(cmd, "block*D must be a multiple of 4");
+
+    static decode_bench b;
+    memset(&b, 0, sizeof b);
+    b.ctx = ctx, b.mixed = mixed;
+    ltk_decode_args *a = &b.args;
+    a->B = B, a->next_n = (int32_t)next_n, a->H = (int32_t)H, a->D = (int32_t)D, a->k = (int32_t)k;
+    a->dtype = LTK_DTYPE_E4M3, a->block_kv = (int32_t)block;
+    a->max_blocks = (int32_t)((ctx + block - 1) / block);
+    a->num_blocks = B * a->max_blocks;
+    a->block_stride = block * (D + 4);
+    a->max_len = (int32_t)ctx;
+    a->flags = env.flags | (physical ? LTK_FLAG_PHYSICAL : 0);
+    uint8_t *cache = NULL, *q = NULL;
+    int32_t *table = NULL, *lens = NULL;
+    float *w = NULL;
+    double visible = 0;
+    ltk_status st = make_inputs(&b, a, (uint64_t)c.seed, &cache, &table, &lens, &q, &w, &visible);
+    const int dev = env.on_device;
+    const size_t rows = (size_t)(B * next_n);
+    if (!st) st = devmem_clone(dev, cache, (size_t)(a->num_blocks * a->block_stride), &b.cache);
+    if (!st) st = devmem_clone(dev, table, sizeof(int32_t) * (size_t)(B * a->max_blocks), &b.table);
+    if (!st) st = devmem_clone(dev, lens, sizeof(int32_t) * (size_t)B, &b.lens);
+    if (!st) st = devmem_clone(dev, q, rows * (size_t)(H * D), &b.q);
+    if (!st) st = devmem_clone(dev, w, sizeof(float) * rows * (size_t)H, &b.weights);
+    free(cache), free(table), free(lens), free(q), free(w);
+    bench_call *bc = &b.call;
+    if (!st) st = devmem_alloc(dev, rows * (size_t)k * sizeof(int32_t), &bc->out_idx);
+    if (!st) st = devmem_alloc(dev, rows * (size_t)k * sizeof(float), (void **)&bc->out_scores);
+    int exit_code = CLI_EXIT_FAIL;
+    if (!st) {
+        a->q = b.q, a->kv_cache = b.cache, a->block_table = b.table, a->seq_lens = b.lens, a->weights = b.weights;
+        a->out_idx = bc->out_idx, a->out_scores = bc->out_scores;
+        bc->env = &env, bc->what = "ltk_decode_topk", bc->args = a, bc->size = decode_size, bc->call = decode_call;
+        bc->n_out = rows * (size_t)k, bc->idx_size = 4;
+        bench_op op;
+        memset(&op, 0, sizeof op);
+        op.dtype = "e4m3";
+        op.name = "decode", op.ctx = &b, op.setup = bench_call_setup, op.run = bench_call_run;
+        op.fetch = bench_call_fetch, op.teardown = bench_call_teardown, op.json_shape = decode_json;
+        op.rows = (int64_t)rows, op.k = (int32_t)k, op.idx_size = 4;
+        op.flops = 2.0 * (double)H * (double)D * visible;
+        /* the floor: each request's cache read once (its next_n rows share it) */
+        op.floor_bytes = b.cached * (double)(D + 4);
+        snprintf(op.shape, sizeof op.shape, "B=%lld ctx=%lld%s next_n=%lld H=%lld D=%lld k=%lld block=%lld%s",
+                 (long long)B, (long long)ctx, mixed ? " (mixed)" : "", (long long)next_n, (long long)H, (long long)D,
+                 (long long)k, (long long)block, physical ? " physical" : "");
+        exit_code = bench_all(&env, &op);
+    } else {
+        fprintf(stderr, "litetopk %s: %s\n", cmd, tool_last_error());
+    }
+    devmem_free(dev, b.cache), devmem_free(dev, b.table), devmem_free(dev, b.lens), devmem_free(dev, b.q);
+    devmem_free(dev, b.weights), devmem_free(dev, bc->out_idx), devmem_free(dev, bc->out_scores);
+    return exit_code;
+}
