@@ -37,40 +37,28 @@ static const char decode_about[] =
     "One decode step: B requests of --ctx cached positions each (--mixed: lengths uniform in\n"
     "[ctx/8, ctx]), next_n query rows a request seeing seq_len - next_n + r + 1 positions (vLLM's\n"
     "convention), scattered over a paged cache of --block-token blocks (block_kv*D e4m3 key bytes, then\n"
-    "block_kv fp32 scales). TFLOP/s = 2 H D (visible positions) / time; on CUDA also each time over one\n"
+    "block_kv fp32 scales); each request is the DSA workload of bench dsa (tools/gen.c). TFLOP/s = 2 H D (visible positions) / time; on CUDA also each time over one\n"
     "read of the cache at the device copy rate measured in the same process.";
 
-/* The cache, the table and the inputs, on the host: N(0, 1) keys and queries in e4m3, per-token
- * scales in [2^-4, 1), weights with D^-0.5 H^-0.5 folded in, each request's blocks scattered. */
+/* The cache, the table and the inputs, on the host. Each request is the DSA workload of the prefill
+ * benchmarks (tools/gen.c, gen_dsa_make: rotated e4m3 keys with per-token scales, topic runs, heavy
+ * hitters, the q scale folded into the weights) with its next_n queries at the end of its context,
+ * laid into blocks scattered over the cache by a shuffled table. */
 static ltk_status make_inputs(decode_bench *b, const ltk_decode_args *a, uint64_t seed, uint8_t **cache, int32_t **table,
                               int32_t **lens, uint8_t **q, float **w, double *visible) {
     gen_rng r;
     gen_rng_seed(&r, seed);
     const int64_t nb = a->num_blocks, bs = a->block_stride, rows = a->B * a->next_n;
-    *cache = malloc((size_t)(nb * bs));
+    const size_t qrow = (size_t)a->H * (size_t)a->D;
+    *cache = calloc((size_t)(nb * bs), 1);
     *table = malloc(sizeof(int32_t) * (size_t)(a->B * a->max_blocks));
     *lens = malloc(sizeof(int32_t) * (size_t)a->B);
-    *q = malloc((size_t)(rows * a->H * a->D));
+    *q = malloc((size_t)rows * qrow);
     *w = malloc(sizeof(float) * (size_t)(rows * a->H));
     int32_t *perm = malloc(sizeof(int32_t) * (size_t)nb);
-    float *tmp = malloc(sizeof(float) * (size_t)(a->block_kv * a->D));
-    if (!*cache || !*table || !*lens || !*q || !*w || !perm || !tmp) {
-        free(perm), free(tmp);
+    if (!*cache || !*table || !*lens || !*q || !*w || !perm) {
+        free(perm);
         return tool_fail(LTK_ENOMEM, "bench decode: out of memory for the inputs");
-    }
-    for (int64_t blk = 0; blk < nb; blk++) {
-        uint8_t *base = *cache + blk * bs;
-        for (int64_t x = 0; x < (int64_t)a->block_kv * a->D; x++) tmp[x] = (float)gen_normal(&r);
-        void *enc = NULL;
-        ltk_status st = gen_encode(tmp, (int64_t)a->block_kv * a->D, LTK_DTYPE_E4M3, &enc);
-        if (st) {
-            free(perm), free(tmp);
-            return st;
-        }
-        memcpy(base, enc, (size_t)a->block_kv * (size_t)a->D);
-        free(enc);
-        float *sc = (float *)(base + (size_t)a->block_kv * (size_t)a->D);
-        for (int j = 0; j < a->block_kv; j++) sc[j] = (float)ldexp(1.0 + gen_uniform(&r), -(int)(1 + gen_u64(&r) % 4));
     }
     for (int64_t i = 0; i < nb; i++) perm[i] = (int32_t)i;
     for (int64_t i = nb - 1; i > 0; i--) {
@@ -79,30 +67,31 @@ static ltk_status make_inputs(decode_bench *b, const ltk_decode_args *a, uint64_
         perm[i] = perm[j], perm[j] = t;
     }
     memcpy(*table, perm, sizeof(int32_t) * (size_t)(a->B * a->max_blocks));
+    free(perm);
     *visible = 0;
-    for (int64_t i = 0; i < a->B; i++) {
+    ltk_status st = LTK_OK;
+    for (int64_t i = 0; i < a->B && !st; i++) {
         int64_t n = b->mixed ? b->ctx / 8 + (int64_t)(gen_uniform(&r) * (double)(b->ctx - b->ctx / 8 + 1)) : b->ctx;
         if (n > b->ctx) n = b->ctx;
+        if (n < a->next_n) n = a->next_n;
         (*lens)[i] = (int32_t)n;
         b->cached += (double)n;
-        for (int32_t rr = 0; rr < a->next_n; rr++) {
-            int64_t v = n - a->next_n + rr + 1;
-            *visible += (double)(v > 0 ? v : 0);
+        gen_dsa_spec spec = {n - a->next_n, a->next_n, a->H, a->D, LTK_DTYPE_E4M3, seed * 1000003u + (uint64_t)i, 0.95};
+        gen_dsa d;
+        st = gen_dsa_make(&spec, &d);
+        if (st) break;
+        for (int64_t pos = 0; pos < n; pos++) { /* position pos -> block table[i, pos / block_kv] */
+            const int32_t blk = (*table)[i * a->max_blocks + pos / a->block_kv];
+            uint8_t *base = *cache + (size_t)blk * (size_t)bs;
+            memcpy(base + (size_t)(pos % a->block_kv) * (size_t)a->D, (const uint8_t *)d.kv + (size_t)pos * (size_t)a->D,
+                   (size_t)a->D);
+            ((float *)(base + (size_t)a->block_kv * (size_t)a->D))[pos % a->block_kv] = d.kv_scale[pos];
         }
+        memcpy(*q + (size_t)(i * a->next_n) * qrow, d.q, (size_t)a->next_n * qrow);
+        memcpy(*w + (size_t)(i * a->next_n) * (size_t)a->H, d.weights, sizeof(float) * (size_t)(a->next_n * a->H));
+        *visible += d.visible;
+        gen_dsa_free(&d);
     }
-    float *qf = malloc(sizeof(float) * (size_t)(rows * a->H * a->D));
-    if (!qf) {
-        free(perm), free(tmp);
-        return tool_fail(LTK_ENOMEM, "bench decode: out of memory for q");
-    }
-    for (int64_t x = 0; x < rows * a->H * a->D; x++) qf[x] = (float)gen_normal(&r);
-    void *enc = NULL;
-    ltk_status st = gen_encode(qf, rows * a->H * a->D, LTK_DTYPE_E4M3, &enc);
-    if (!st) memcpy(*q, enc, (size_t)(rows * a->H * a->D));
-    free(enc), free(qf);
-    const double wscale = 1.0 / sqrt((double)a->D * (double)a->H);
-    for (int64_t x = 0; x < rows * a->H; x++) (*w)[x] = (float)(gen_normal(&r) * wscale);
-    free(perm), free(tmp);
     return st;
 }
 
