@@ -16,9 +16,3 @@ target_compile_options(ltk_cuda_objects PRIVATE
 set_target_properties(ltk_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_SEPARABLE_COMPILATION OFF)
 target_compile_definitions(ltk_cuda_objects PRIVATE LTK_WITH_CUDA=1)
 target_link_libraries(ltk_cuda_objects PUBLIC CUDA::cudart_static)
-
-# GPU tests and benchmarks (they skip when no device is present).
-if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda/CMakeLists.txt)
-  enable_testing()
-  add_subdirectory(${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda ${CMAKE_CURRENT_BINARY_DIR}/tests-cuda)
-endif()

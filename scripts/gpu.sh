@@ -37,8 +37,8 @@ if [ "$MODE" = prepare ]; then
   cmake --build "$B" -j "$(nproc)" --target test-cuda-indexer bench-cuda-indexer litetopk litetopk_cli \
     test-cuda-select test-cuda-knn 2>&1 | grep -E "error|warning" || true
   rm -rf gpu-bin && mkdir -p gpu-bin/lib
-  for f in "$B"/tests-cuda/test-cuda-indexer "$B"/tests-cuda/bench-cuda-indexer "$B"/tests-cuda/test-cuda-select \
-           "$B"/tests-cuda/test-cuda-knn "$B"/tools/litetopk "$B"/liblitetopk.so; do
+  for f in "$B"/tests/cuda/test-cuda-indexer "$B"/tests/cuda/bench-cuda-indexer "$B"/tests/cuda/test-cuda-select \
+           "$B"/tests/cuda/test-cuda-knn "$B"/tools/litetopk "$B"/liblitetopk.so; do
     [ -f "$f" ] && cp "$f" gpu-bin/ && strip --strip-unneeded "gpu-bin/$(basename "$f")"
   done
   cp "$(gcc -print-file-name=libgomp.so.1)" gpu-bin/lib/ 2>/dev/null || true
@@ -92,7 +92,7 @@ else
   note "building (no carried gpu-bin/)"
   cmake -S . -B build-gpu -DLTK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real -DCMAKE_BUILD_TYPE=Release >/dev/null &&
     cmake --build build-gpu -j "$(nproc)" >"$OUT/extra.log" 2>&1
-  BIN=build-gpu/tests-cuda
+  BIN=build-gpu/tests/cuda
   CLI=build-gpu/tools/litetopk
   LIB=$ROOT/build-gpu/liblitetopk.so
 fi
@@ -234,7 +234,7 @@ if [ "$MODE" != bench ]; then
     if command -v compute-sanitizer >/dev/null; then
       for tool in memcheck racecheck; do
         echo "== $tool test-cuda-knn --small (sm90)" >>"$OUT/sanitizer.log"
-        timeout $(tmo 90) compute-sanitizer --tool $tool --print-limit 20 "$BIN/test-cuda-knn" --small \
+        LTK_TEST_TIMEOUT_S=0 timeout $(tmo 90) compute-sanitizer --tool $tool --print-limit 20 "$BIN/test-cuda-knn" --small \
           >>"$OUT/sanitizer.log" 2>&1
         note "$tool knn sm90 rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|passed,' "$OUT/sanitizer.log" | tail -2 | tr '\n' ' ')"
       done

@@ -10,9 +10,18 @@
  *                   inputs; it is printed first and again after a failure. Each test reseeds from
  *                   (run seed, test name), so `LTK_TEST_SEED=<seed> ./test-x <name>` replays one test.
  *   t_guarded_*()   heap blocks with canary bytes before and after (ggml-style guard regions).
+ *   t_e4m3_f32() ... the dtypes' bit layouts, both ways, written from the formats (tests/decode.h has
+ *                   the float64 decoders the oracles use).
+ *   T_RUN_ALL(table)        runs the tests in this process.
+ *   T_RUN_ISOLATED(table, limit_s, skip)  runs each test in its own child process with a time limit
+ *                   (LTK_TEST_TIMEOUT_S overrides limit_s; 0 runs in-process): a hung test is killed
+ *                   and reported "[ TIME ]", a crash "[ CRASH]", both counted as failures, and the
+ *                   next test starts fresh (a GPU test gets a new CUDA context). skip() (or NULL) is
+ *                   asked in the child only: when it is true every test exits 77 = skipped.
  *
  * Every binary ends with one line "N passed, N failed" (tests, not assertions) and exits non-zero
- * when a test failed. An optional argument runs only the tests whose name contains it.
+ * when a test failed, 77 when every test was skipped. An optional argument runs only the tests whose
+ * name contains it.
  */
 #ifndef LTK_TEST_HARNESS_H
 #define LTK_TEST_HARNESS_H
@@ -55,25 +64,39 @@ T_UNUSED T_PRINTF(1, 2) static void test_ctx(const char *fmt, ...) {
     va_end(ap);
 }
 
-T_UNUSED T_PRINTF(3, 4) static void t_failf(const char *file, int line, const char *fmt, ...) {
+static void t_vfailf(const char *file, int line, const char *fmt, va_list ap) {
     t_failures++;
     if (++t_printed > T_MAX_PRINTED) {
         if (t_printed == T_MAX_PRINTED + 1) fprintf(stderr, "    (further failures of this test not printed)\n");
         return;
     }
     fprintf(stderr, "    FAIL %s:%d: ", file, line);
-    va_list ap;
-    va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
-    va_end(ap);
     fprintf(stderr, "\n");
     if (t_ctx_buf[0]) fprintf(stderr, "         case: %s\n", t_ctx_buf);
+}
+
+T_UNUSED T_PRINTF(3, 4) static void t_failf(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    t_vfailf(file, line, fmt, ap);
+    va_end(ap);
+}
+
+/* CHECK's body: a call, so that a CHECK used as a statement is no unused value. */
+T_UNUSED T_PRINTF(4, 5) static int t_check(int ok, const char *file, int line, const char *fmt, ...) {
+    if (ok) return 1;
+    va_list ap;
+    va_start(ap, fmt);
+    t_vfailf(file, line, fmt, ap);
+    va_end(ap);
+    return 0;
 }
 
 /* Failures recorded so far in this test (to stop a loop after its first bad row). */
 #define T_FAILURES() (t_failures)
 
-#define CHECK(cond, ...) ((cond) ? 1 : (t_failf(__FILE__, __LINE__, __VA_ARGS__), 0))
+#define CHECK(cond, ...) t_check((cond) ? 1 : 0, __FILE__, __LINE__, __VA_ARGS__)
 
 #define ASSERT_TRUE(c)                                                    \
     do {                                                                  \
@@ -261,6 +284,62 @@ T_UNUSED static void t_guarded_free(void *p) {
     free(t_guarded_base(p, &bytes, &mis));
 }
 
+/* ---- dtypes ------------------------------------------------------------------------------- */
+/* e4m3fn (OCP FP8: bias 7, no inf, S.1111.111 NaN), exactly. */
+T_UNUSED static float t_e4m3_f32(uint8_t v) {
+    uint32_t s = v >> 7, e = (v >> 3) & 0xf, m = v & 7;
+    if (e == 0xf && m == 7) return NAN;
+    float mag = e == 0 ? ldexpf((float)m, -9) : ldexpf((float)(8 + m), (int)e - 10);
+    return s ? -mag : mag;
+}
+/* Nearest e4m3 (saturating at 448; NaN -> 0x7f). Positive codes 0x00..0x7e are increasing. */
+T_UNUSED static uint8_t t_f32_e4m3(float x) {
+    if (x != x) return 0x7f;
+    uint8_t sign = x < 0 ? 0x80 : 0;
+    float a = fabsf(x);
+    int lo = 0, hi = 0x7e;
+    if (a >= 448.0f) return (uint8_t)(sign | 0x7e);
+    while (lo < hi) { /* first code with value >= a */
+        int mid = (lo + hi) >> 1;
+        if (t_e4m3_f32((uint8_t)mid) < a) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo > 0 && a - t_e4m3_f32((uint8_t)(lo - 1)) <= t_e4m3_f32((uint8_t)lo) - a) lo--;
+    return (uint8_t)(sign | lo);
+}
+T_UNUSED static float t_bf16_f32(uint16_t v) { return t_bits_f32((uint32_t)v << 16); }
+/* Round to nearest even; NaN stays a quiet NaN. */
+T_UNUSED static uint16_t t_f32_bf16(float x) {
+    uint32_t u = t_f32_bits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+T_UNUSED static float t_f16_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, ex = (h >> 10) & 0x1f, man = h & 0x3ff;
+    if (ex == 0x1f) return t_bits_f32(sign | 0x7f800000u | (man << 13));
+    if (ex == 0) {
+        float mag = ldexpf((float)man, -24);
+        return sign ? -mag : mag;
+    }
+    return t_bits_f32(sign | ((ex + 112) << 23) | (man << 13));
+}
+/* Round to nearest even, overflow to inf, NaN stays NaN. */
+T_UNUSED static uint16_t t_f32_f16(float x) {
+    uint32_t u = t_f32_bits(x), sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+    if (a < 0x38800000u) { /* subnormal or zero: x / 2^-24, rounded */
+        float m = t_bits_f32(a) * 16777216.0f;
+        return (uint16_t)(sign | (uint32_t)lrintf(m));
+    }
+    uint32_t e = ((a >> 23) - 112u) << 10, man = (a >> 13) & 0x3ffu, rest = a & 0x1fffu;
+    uint32_t h = e | man;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+}
+
 /* ---- runner ------------------------------------------------------------------------------- */
 static double t_now(void) {
     struct timespec ts;
@@ -268,7 +347,7 @@ static double t_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-T_UNUSED static int t_main(int argc, char **argv, const t_test *tests, size_t n) {
+static void t_init_seed(void) {
     const char *env = getenv("LTK_TEST_SEED");
     if (env && *env) t_seed = strtoull(env, NULL, 0);
     else {
@@ -276,12 +355,20 @@ T_UNUSED static int t_main(int argc, char **argv, const t_test *tests, size_t n)
         clock_gettime(CLOCK_REALTIME, &ts);
         t_seed = t_mix64((uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)clock() << 32));
     }
+}
+
+/* Runs the tests whose name contains argv[1] (or equals it, in an isolated child). */
+T_UNUSED static int t_main(int argc, char **argv, const t_test *tests, size_t n) {
+    t_init_seed();
     const char *filter = argc > 1 ? argv[1] : NULL;
-    printf("seed 0x%016" PRIx64 " (reproduce with LTK_TEST_SEED=0x%016" PRIx64 ")\n", t_seed, t_seed);
+    const char *child = getenv("LTK_TEST_CHILD");
+    const int exact = child && *child;
+    if (!exact || !strcmp(child, "1"))
+        printf("seed 0x%016" PRIx64 " (reproduce with LTK_TEST_SEED=0x%016" PRIx64 ")\n", t_seed, t_seed);
     fflush(stdout);
     int passed = 0, failed = 0;
     for (size_t i = 0; i < n; i++) {
-        if (filter && !strstr(tests[i].name, filter)) continue;
+        if (filter && (exact ? strcmp(tests[i].name, filter) != 0 : !strstr(tests[i].name, filter))) continue;
         t_failures = 0;
         t_printed = 0;
         t_ctx_buf[0] = '\0';
@@ -301,10 +388,105 @@ T_UNUSED static int t_main(int argc, char **argv, const t_test *tests, size_t n)
         }
         fflush(stdout);
     }
+    if (exact) return failed != 0; /* the parent prints the totals */
     if (failed) printf("seed was 0x%016" PRIx64 "\n", t_seed);
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The isolated runner: every test a child process (this binary re-executed with the test's name and
+ * LTK_TEST_CHILD set) under a time limit. The parent never initialises CUDA (a forked CUDA context
+ * is unusable); all children share the parent's seed, so the inputs are those of a one-process run. */
+T_UNUSED static int t_main_isolated(int argc, char **argv, const t_test *tests, size_t n, double limit_s,
+                                    int (*skip)(void)) {
+    setvbuf(stdout, NULL, _IONBF, 0); /* a killed child keeps everything it printed */
+    setvbuf(stderr, NULL, _IONBF, 0);
+    const char *child = getenv("LTK_TEST_CHILD");
+    const char *lim = getenv("LTK_TEST_TIMEOUT_S");
+    const double limit = lim && *lim ? atof(lim) : limit_s;
+    if ((child && *child) || !(limit > 0)) {
+        if (skip && skip()) {
+            printf("skipped (%s)\n", child && *child ? "child" : "no device");
+            if (!(child && *child)) printf("0 passed, 0 failed\n");
+            return 77;
+        }
+        return t_main(argc, argv, tests, n);
+    }
+    t_init_seed();
+    char seedbuf[32];
+    snprintf(seedbuf, sizeof seedbuf, "0x%016" PRIx64, t_seed);
+    setenv("LTK_TEST_SEED", seedbuf, 1);
+    printf("isolated tests (one process each, limit %.0f s; LTK_TEST_TIMEOUT_S), seed %s\n", limit, seedbuf);
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    int passed = 0, failed = 0, skipped = 0, first = 1;
+    char failed_names[1024] = "";
+    for (size_t i = 0; i < n; i++) {
+        if (filter && !strstr(tests[i].name, filter)) continue;
+        double t0 = t_now();
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("fork");
+            return 2;
+        }
+        if (pid == 0) {
+            setenv("LTK_TEST_CHILD", first ? "1" : "2", 1);
+            char *args[3] = {argv[0], (char *)tests[i].name, NULL};
+            execv("/proc/self/exe", args);
+            perror("execv /proc/self/exe");
+            _exit(2);
+        }
+        first = 0;
+        int status = 0, done = 0;
+        while (!done) {
+            if (waitpid(pid, &status, WNOHANG) == pid) {
+                done = 1;
+                break;
+            }
+            if (t_now() - t0 > limit) {
+                kill(pid, SIGKILL);
+                waitpid(pid, &status, 0);
+                printf("[ TIME ] %s: killed after %.0f s (LTK_TEST_TIMEOUT_S=%.0f); the next test starts fresh\n",
+                       tests[i].name, t_now() - t0, limit);
+                failed++;
+                snprintf(failed_names + strlen(failed_names), sizeof failed_names - strlen(failed_names), " %s(time)",
+                         tests[i].name);
+                break;
+            }
+            struct timespec nap = {0, 20000000};
+            nanosleep(&nap, NULL);
+        }
+        if (!done) continue;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+            skipped++;
+            if (passed + failed == 0) break; /* no device: the first child says so for all */
+            continue;
+        }
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+            passed++;
+        } else {
+            failed++;
+            if (WIFSIGNALED(status)) printf("[ CRASH] %s: signal %d\n", tests[i].name, WTERMSIG(status));
+            else if (WEXITSTATUS(status) != 1) printf("[ ERROR] %s: exit status %d\n", tests[i].name, WEXITSTATUS(status));
+            snprintf(failed_names + strlen(failed_names), sizeof failed_names - strlen(failed_names), " %s",
+                     tests[i].name);
+        }
+    }
+    if (passed + failed == 0 && skipped > 0) {
+        printf("no device: skipped\n0 passed, 0 failed\n");
+        return 77;
+    }
+    if (failed) printf("failed:%s\nseed was %s\n", failed_names, seedbuf);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
+#define T_RUN_ISOLATED(table, limit_s, skip) \
+    t_main_isolated(argc, argv, table, sizeof(table) / sizeof((table)[0]), (limit_s), (skip))
+#endif
 
 #define T_ENTRY(fn) {#fn, fn}
 #define T_RUN_ALL(table) t_main(argc, argv, table, sizeof(table) / sizeof((table)[0]))

@@ -156,4 +156,6 @@ extern "C" const ltk_backend_i ltk_backend_cuda = {
     /* .mem_from_host     = */ cuda_from_host,
     /* .stream_sync       = */ cuda_stream_sync,
     /* .causal_ranges     = */ cuda_causal_ranges,
+    /* .decode_workspace  = */ NULL, /* no decode kernel yet: the front end answers LTK_EUNSUPPORTED */
+    /* .decode            = */ NULL,
 };

@@ -1,5 +1,6 @@
-/* Host helpers of the CUDA indexer tests and benchmark: e4m3/bf16 encoding, DSA-like input
- * generation (threaded), device upload. C11 + the CUDA runtime API. */
+/* The GPU half of the test toolkit (tests/harness.h is the rest: registry, runner, RNG, dtypes,
+ * guarded blocks): CUDA error checks, device buffers, event timing, the no-device probe, and the
+ * threaded DSA-like input generator of the indexer tests and benchmark. C11 + the CUDA runtime API. */
 #ifndef LTK_TESTS_GPU_UTIL_H
 #define LTK_TESTS_GPU_UTIL_H
 
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "litetopk.h"
 
 #define GPU_CHECK(expr)                                                                                   \
@@ -20,43 +22,6 @@
             exit(2);                                                                                      \
         }                                                                                                 \
     } while (0)
-
-static inline float gu_e4m3_f32(uint8_t v) {
-    uint32_t s = v >> 7, e = (v >> 3) & 0xf, m = v & 7;
-    if (e == 0xf && m == 7) return NAN;
-    float mag = e == 0 ? ldexpf((float)m, -9) : ldexpf((float)(8 + m), (int)e - 10);
-    return s ? -mag : mag;
-}
-
-/* Nearest e4m3 (saturating at 448; NaN -> 0x7f). Positive codes 0x00..0x7e are increasing. */
-static inline uint8_t gu_f32_e4m3(float x) {
-    if (x != x) return 0x7f;
-    uint8_t sign = x < 0 ? 0x80 : 0;
-    float a = fabsf(x);
-    int lo = 0, hi = 0x7e;
-    if (a >= 448.0f) return (uint8_t)(sign | 0x7e);
-    while (lo < hi) { /* first code with value >= a */
-        int mid = (lo + hi) >> 1;
-        if (gu_e4m3_f32((uint8_t)mid) < a) lo = mid + 1;
-        else hi = mid;
-    }
-    if (lo > 0 && a - gu_e4m3_f32((uint8_t)(lo - 1)) <= gu_e4m3_f32((uint8_t)lo) - a) lo--;
-    return (uint8_t)(sign | lo);
-}
-
-static inline float gu_bf16_f32(uint16_t v) {
-    uint32_t u = (uint32_t)v << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static inline uint16_t gu_f32_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
 
 /* splitmix64 streams, one per index block (thread-count independent, reproducible). */
 static inline uint64_t gu_mix(uint64_t z) {
@@ -87,22 +52,40 @@ static inline void gu_gen_dsa(uint64_t seed, int64_t T, int64_t S, int H, int D,
             amax = fmaxf(amax, fabsf(x[d]));
         }
         float sc = fmaxf(amax, 1e-4f) / 448.0f;
-        for (int d = 0; d < D; d++) kv[s * D + d] = gu_f32_e4m3(x[d] / sc);
+        for (int d = 0; d < D; d++) kv[s * D + d] = t_f32_e4m3(x[d] / sc);
         kv_scale[s] = sc;
     }
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < T; t++) {
         uint64_t st = gu_mix(seed ^ (0x2000000000ull + (uint64_t)t));
-        for (int64_t i = 0; i < (int64_t)H * D; i++) q[t * H * D + i] = gu_f32_e4m3(gu_normal(&st));
+        for (int64_t i = 0; i < (int64_t)H * D; i++) q[t * H * D + i] = t_f32_e4m3(gu_normal(&st));
         for (int h = 0; h < H; h++) w[t * H + h] = gu_normal(&st) / sqrtf((float)D * (float)H);
     }
 }
+
+#define CUDA_OK(expr) GPU_CHECK(expr)
 
 static inline void *gu_upload(const void *h, size_t bytes) {
     void *d = NULL;
     GPU_CHECK(cudaMalloc(&d, bytes ? bytes : 16));
     if (bytes && h) GPU_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
     return d;
+}
+
+static inline void *dmalloc(size_t n) { return gu_upload(NULL, n); }
+static inline void *dupload(const void *h, size_t n) { return gu_upload(h, n); }
+static inline double now_ms_events(cudaEvent_t a, cudaEvent_t b) {
+    float ms = 0;
+    GPU_CHECK(cudaEventElapsedTime(&ms, a, b));
+    return ms;
+}
+
+static inline int gu_device_present(void);
+/* For T_RUN_ISOLATED: every test skips (exit 77) where no CUDA device is usable. */
+static inline int gu_no_cuda(void) {
+    if (gu_device_present() && ltk_backend_available(LTK_BACKEND_CUDA)) return 0;
+    printf("no CUDA device: skipped\n");
+    return 1;
 }
 
 static inline int gu_device_present(void) {

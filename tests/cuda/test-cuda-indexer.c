@@ -15,8 +15,7 @@
  * Outputs are poisoned before every run and surrounded by canaries.
  * Exits 77 (skipped) when no CUDA device is present. */
 #define _POSIX_C_SOURCE 200809L
-#include "../harness.h"
-#include "gpu-util.h"
+#include "gpu-util.h" /* and harness.h */
 #include "ltk-tune.h" /* ltk_tune_set: the portable path, the dense dispatch and the no-pass gate */
 
 #include <float.h>
@@ -52,16 +51,16 @@ typedef struct {
 
 static double dec(const inp_t *in, const uint8_t *base, int64_t i) {
     switch (in->c.dt) {
-    case LTK_DTYPE_E4M3: return gu_e4m3_f32(base[i]);
-    case LTK_DTYPE_BF16: return gu_bf16_f32(((const uint16_t *)base)[i]);
+    case LTK_DTYPE_E4M3: return t_e4m3_f32(base[i]);
+    case LTK_DTYPE_BF16: return t_bf16_f32(((const uint16_t *)base)[i]);
     default: return ((const float *)base)[i];
     }
 }
 
 static void put(const inp_t *in, uint8_t *base, int64_t i, float v) {
     switch (in->c.dt) {
-    case LTK_DTYPE_E4M3: base[i] = gu_f32_e4m3(v); break;
-    case LTK_DTYPE_BF16: ((uint16_t *)base)[i] = gu_f32_bf16(v); break;
+    case LTK_DTYPE_E4M3: base[i] = t_f32_e4m3(v); break;
+    case LTK_DTYPE_BF16: ((uint16_t *)base)[i] = t_f32_bf16(v); break;
     default: ((float *)base)[i] = v;
     }
 }
@@ -1074,110 +1073,20 @@ static const t_test tests[] = {
     T_ENTRY(large_flat_overflow),    T_ENTRY(large_hot_state),         T_ENTRY(large_64bit_offsets),
 };
 
-/* Per-test isolation: with LTK_TEST_TIMEOUT_S > 0 (default 240) every test runs in its own child
- * process (this binary re-executed with the test's name and LTK_TEST_CHILD set), so a hung kernel
- * costs one test: the child is killed at the limit, reported as "[ TIME ]", and the next test starts
- * on a fresh CUDA context. The parent never touches CUDA (a forked CUDA context is unusable). All
- * children share the parent's seed, so the inputs are those of a single-process run.
- * LTK_TEST_TIMEOUT_S=0 runs everything in-process (compute-sanitizer runs). */
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-static int run_isolated(const char *filter, double limit) {
-    char seedbuf[32];
-    const char *env = getenv("LTK_TEST_SEED");
-    if (!(env && *env)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t sd = t_mix64((uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32));
-        snprintf(seedbuf, sizeof seedbuf, "0x%016llx", (unsigned long long)sd);
-        setenv("LTK_TEST_SEED", seedbuf, 1);
-        env = seedbuf;
-    }
-    printf("isolated tests (one process each, limit %.0f s; LTK_TEST_TIMEOUT_S), seed %s\n", limit, env);
-    int passed = 0, failed = 0, skipped = 0, first = 1;
-    char failed_names[1024] = "";
-    const size_t n = sizeof(tests) / sizeof(tests[0]);
-    for (size_t i = 0; i < n; i++) {
-        if (filter && !strstr(tests[i].name, filter)) continue;
-        double t0 = now_s();
-        pid_t pid = fork();
-        if (pid < 0) {
-            perror("fork");
-            return 2;
-        }
-        if (pid == 0) {
-            setenv("LTK_TEST_CHILD", first ? "1" : "2", 1);
-            char *args[3] = {(char *)"test-cuda-indexer", (char *)tests[i].name, NULL};
-            execv("/proc/self/exe", args);
-            perror("execv /proc/self/exe");
-            _exit(2);
-        }
-        first = 0;
-        int status = 0, done = 0;
-        while (!done) {
-            pid_t r = waitpid(pid, &status, WNOHANG);
-            if (r == pid) {
-                done = 1;
-                break;
-            }
-            if (now_s() - t0 > limit) {
-                kill(pid, SIGKILL);
-                waitpid(pid, &status, 0);
-                printf("[ TIME ] %s: killed after %.0f s (LTK_TEST_TIMEOUT_S=%.0f); the next test starts fresh\n",
-                       tests[i].name, now_s() - t0, limit);
-                failed++;
-                snprintf(failed_names + strlen(failed_names), sizeof failed_names - strlen(failed_names), " %s(time)",
-                         tests[i].name);
-                break;
-            }
-            struct timespec nap = {0, 20000000};
-            nanosleep(&nap, NULL);
-        }
-        if (!done) continue;
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
-            skipped++;
-            if (passed + failed == 0) break; /* no device: the first child says so for all */
-            continue;
-        }
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-            passed++;
-        } else {
-            failed++;
-            if (WIFSIGNALED(status)) printf("[ CRASH] %s: signal %d\n", tests[i].name, WTERMSIG(status));
-            else if (WEXITSTATUS(status) != 1) printf("[ ERROR] %s: exit status %d\n", tests[i].name, WEXITSTATUS(status));
-            snprintf(failed_names + strlen(failed_names), sizeof failed_names - strlen(failed_names), " %s",
-                     tests[i].name);
-        }
-    }
-    if (passed + failed == 0 && skipped > 0) {
-        printf("no CUDA device: skipped\n0 passed, 0 failed\n");
-        return 77;
-    }
-    if (failed) printf("failed:%s\nseed was %s\n", failed_names, env);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
-}
-
-int main(int argc, char **argv) {
-    /* unbuffered: a killed run keeps everything it printed */
-    setvbuf(stdout, NULL, _IONBF, 0);
-    setvbuf(stderr, NULL, _IONBF, 0);
+/* Every test runs in its own process under a time limit (harness.h, T_RUN_ISOLATED; default 240 s,
+ * LTK_TEST_TIMEOUT_S overrides, 0 runs in-process for compute-sanitizer): a hung kernel costs one
+ * test, reported "[ TIME ]", and the next test starts on a fresh CUDA context. */
+static int no_device(void) {
+    if (gu_no_cuda()) return 1;
     const char *child = getenv("LTK_TEST_CHILD");
-    const char *lim = getenv("LTK_TEST_TIMEOUT_S");
-    const double limit = lim && *lim ? atof(lim) : 240.0;
-    if (!(child && *child) && limit > 0) return run_isolated(argc > 1 ? argv[1] : NULL, limit);
-    if (!gu_device_present() || !ltk_backend_available(LTK_BACKEND_CUDA)) {
-        printf("no CUDA device: skipped\n0 passed, 0 failed\n");
-        return 77;
-    }
-    if (!(child && strcmp(child, "1") != 0)) {
+    if (!(child && strcmp(child, "1") != 0)) { /* once: the first child, or an in-process run */
         char info[2048];
         ltk_info(info, sizeof info);
         printf("%s", info);
         printf("indexer scan: %s\n", ltk_tune_get()->cuda_portable ? "portable (LTK_CUDA_PORTABLE=1)"
                                                                     : "sm_90a when supported (default)");
     }
-    return T_RUN_ALL(tests);
+    return 0;
 }
+
+int main(int argc, char **argv) { return T_RUN_ISOLATED(tests, 240, no_device); }

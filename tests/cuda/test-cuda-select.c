@@ -1,6 +1,6 @@
 /* GPU exact select (src/cuda/select.cu) against a host oracle, bit for bit.
- *   test-cuda-select            full suite (prints "N passed, N failed")
- *   test-cuda-select --small    a few small cases (for compute-sanitizer)
+ *   test-cuda-select            every test, each in its own process (harness.h; "N passed, N failed")
+ *   test-cuda-select --small    a few small cases (for compute-sanitizer; LTK_TEST_TIMEOUT_S=0 there)
  *   test-cuda-select --bench ROWS COLS K DTYPE [flat] [unsorted] [--json FILE]
  *                               median time of the CUDA select, one JSON line */
 #include "cuda-test-util.h"
@@ -13,7 +13,7 @@ static float gen_value(int g, int64_t i, int64_t cols) {
     case G_RANDN: return rng_normal();
     case G_FLAT: return 0.5f;
     case G_FEW: return (float)(rng_u64() % 4);
-    case G_BUCKET: return u2f(0x3f800000u + (uint32_t)(rng_u64() % 256)); /* one radix bucket but the last */
+    case G_BUCKET: return t_bits_f32(0x3f800000u + (uint32_t)(rng_u64() % 256)); /* one radix bucket but the last */
     case G_SPECIAL: {
         uint64_t r = rng_u64() % 16;
         if (r == 0) return NAN;
@@ -45,7 +45,7 @@ static size_t esz(int dt) { return dt == LTK_DTYPE_F32 ? 4 : 2; }
 static float load_h(const void *p, int dt, int64_t i) {
     if (dt == LTK_DTYPE_F32) return ((const float *)p)[i];
     uint16_t v = ((const uint16_t *)p)[i];
-    return dt == LTK_DTYPE_F16 ? f16_to_f32(v) : bf16_to_f32(v);
+    return dt == LTK_DTYPE_F16 ? t_f16_f32(v) : t_bf16_f32(v);
 }
 
 static ltk_stats g_last_stats;
@@ -59,8 +59,8 @@ static void run_case(const scase *c) {
             float v = j < c->cols ? gen_value(c->gen, j, c->cols) : 12345.0f; /* padding must never be read */
             size_t o = (size_t)(r * stride + j);
             if (c->dtype == LTK_DTYPE_F32) ((float *)h)[o] = v;
-            else if (c->dtype == LTK_DTYPE_F16) ((uint16_t *)h)[o] = f32_to_f16(v);
-            else ((uint16_t *)h)[o] = f32_to_bf16(v);
+            else if (c->dtype == LTK_DTYPE_F16) ((uint16_t *)h)[o] = t_f32_f16(v);
+            else ((uint16_t *)h)[o] = t_f32_bf16(v);
         }
     int32_t *hs = NULL, *he = NULL;
     if (c->ranges) {
@@ -129,7 +129,7 @@ static void run_case(const scase *c) {
     for (int64_t r = 0; r < c->rows && bad < 3; r++) {
         int64_t lo = hs ? hs[r] : 0, hi = he ? he[r] : c->cols, n = hi - lo;
         for (int64_t j = 0; j < n; j++) {
-            ent[j].key = hkey(load_h(h, c->dtype, r * stride + lo + j));
+            ent[j].key = ltk_rank_key(load_h(h, c->dtype, r * stride + lo + j));
             ent[j].idx = lo + j;
         }
         qsort(ent, (size_t)n, sizeof(hent), cmp_hent);
@@ -147,9 +147,9 @@ static void run_case(const scase *c) {
                     ok = 0;
                     break;
                 }
-                g[m].key = hkey(load_h(h, c->dtype, r * stride + id));
+                g[m].key = ltk_rank_key(load_h(h, c->dtype, r * stride + id));
                 g[m].idx = id;
-                if (c->scores && !same_bits(gs[j], load_h(h, c->dtype, r * stride + id))) ok = 0;
+                if (c->scores && !t_same_f32(gs[j], load_h(h, c->dtype, r * stride + id))) ok = 0;
                 m++;
             }
             qsort(g, (size_t)m, sizeof(hent), cmp_hent);
@@ -166,7 +166,7 @@ static void run_case(const scase *c) {
             for (int64_t j = 0; j < c->k; j++) {
                 int32_t wi = j < n ? (int32_t)(ent[j].idx - base) : -1;
                 float ws = j < n ? load_h(h, c->dtype, r * stride + ent[j].idx) : -INFINITY;
-                if (gi[j] != wi || (c->scores && !same_bits(gs[j], ws))) {
+                if (gi[j] != wi || (c->scores && !t_same_f32(gs[j], ws))) {
                     bad++;
                     CHECK(0, "%s: row %lld slot %lld: got (%d, %g) want (%d, %g) [range %lld..%lld]", name,
                           (long long)r, (long long)j, gi[j], c->scores ? gs[j] : 0.0, wi, ws, (long long)lo,
@@ -185,12 +185,11 @@ static void run_case(const scase *c) {
     }
     int guard_ok = 1;
     for (size_t j = (size_t)(c->rows * ostride); j < on; j++)
-        if ((uint32_t)oi[j] != 0x7f7f7f7fu || f2u(os[j]) != 0x7f7f7f7fu) guard_ok = 0;
+        if ((uint32_t)oi[j] != 0x7f7f7f7fu || t_f32_bits(os[j]) != 0x7f7f7f7fu) guard_ok = 0;
     if (!c->scores)
         for (size_t j = 0; j < on; j++)
-            if (f2u(os[j]) != 0x7f7f7f7fu) guard_ok = 0;
+            if (t_f32_bits(os[j]) != 0x7f7f7f7fu) guard_ok = 0;
     CHECK(guard_ok, "%s: canary overwritten", name);
-    if (!bad) CHECK(1, "%s", name);
     if (getenv("LTK_TEST_VERBOSE"))
         printf("ok %s  fallback_rows=%lld short_rows=%lld candidates_max=%lld\n", name, (long long)st.fallback_rows,
                (long long)st.short_rows, (long long)st.candidates_max);
@@ -278,8 +277,8 @@ static int bench(int argc, char **argv) {
         for (size_t j = 0; j < m; j++) {
             float v = flat ? 0.25f : rng_normal();
             if (dt == LTK_DTYPE_F32) ((float *)h)[j] = v;
-            else if (dt == LTK_DTYPE_F16) ((uint16_t *)h)[j] = f32_to_f16(v);
-            else ((uint16_t *)h)[j] = f32_to_bf16(v);
+            else if (dt == LTK_DTYPE_F16) ((uint16_t *)h)[j] = t_f32_f16(v);
+            else ((uint16_t *)h)[j] = t_f32_bf16(v);
         }
         CUDA_OK(cudaMemcpy((char *)dsc + o * es, h, m * es, cudaMemcpyHostToDevice));
     }
@@ -388,16 +387,15 @@ static void determinism(void) {
     cudaFree(ws);
 }
 
+static void select_small(void) { suite(1); }
+static void select_full(void) { suite(0); }
+static void select_determinism(void) { determinism(); }
+
+static const t_test tests[] = {T_ENTRY(select_small), T_ENTRY(select_full), T_ENTRY(select_determinism)};
+
 int main(int argc, char **argv) {
     if (argc >= 6 && !strcmp(argv[1], "--bench")) return bench(argc, argv);
-    int small = argc > 1 && !strcmp(argv[1], "--small");
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        printf("no CUDA device: skipped\n0 passed, 0 failed\n");
-        return 77; /* ctest's SKIP_RETURN_CODE (tests/cuda/CMakeLists.txt): counted as skipped, not passed */
-    }
-    suite(small);
-    if (!small) determinism();
-    printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    char small[] = "small";
+    if (argc > 1 && !strcmp(argv[1], "--small")) argv[1] = small; /* the sanitizers' few cases */
+    return T_RUN_ISOLATED(tests, 600, gu_no_cuda);
 }
