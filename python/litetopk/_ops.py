@@ -266,6 +266,18 @@ def _outputs2(out, names, shapes, dnames, ctx, rows, k):
     return res
 
 
+def _index_outputs(out, return_scores):
+    """out= of the indexer-family calls: None, an indices array, or (indices, scores); passing scores
+    asks for them."""
+    if out is None:
+        return (None, None), return_scores
+    if isinstance(out, (tuple, list)):
+        if len(out) != 2:
+            raise ValueError("out: expected (indices, scores)")
+        return tuple(out), return_scores or out[1] is not None
+    return (out, None), return_scores
+
+
 def _row_stride(*arrs):
     for a in arrs:
         if a is not None:
@@ -319,15 +331,7 @@ def _indexer_prepare(q, kv, kv_scale, weights, ks, ke, topk, relative, sorted_, 
         raise TypeError("state must be a litetopk.IndexerState")
     ctx = _Ctx(device, backend, algo, num_threads, stream, qa, state)
 
-    if out is None:
-        out = (None, None)
-    elif isinstance(out, (tuple, list)):
-        if len(out) != 2:
-            raise ValueError("out: expected (indices, scores)")
-    else:
-        out = (out, None)
-    if return_scores is False and out[1] is not None:
-        return_scores = True
+    out, return_scores = _index_outputs(out, return_scores)
     ia, sca = _outputs2(out, ("out indices", "out scores"), ((T, topk), (T, topk) if return_scores else None),
                         ("int32", "float32"), ctx, T, topk)
 
@@ -557,15 +561,7 @@ def _decode_prepare(q, kv_cache, weights, lens, block_table, topk, block_kv, max
     _inner_contig(wa, (1,))
     device = same_device([qa, ca, wa, la, ta])
     ctx = _Ctx(device, backend, algo, num_threads, stream, qa)
-    if out is None:
-        out = (None, None)
-    elif isinstance(out, (tuple, list)):
-        if len(out) != 2:
-            raise ValueError("out: expected (indices, scores)")
-    else:
-        out = (out, None)
-    if out[1] is not None:
-        return_scores = True
+    out, return_scores = _index_outputs(out, return_scores)
     ia, sca = _outputs2(out, ("out indices", "out scores"), ((rows, topk), (rows, topk) if return_scores else None),
                         ("int32", "float32"), ctx, rows, topk)
     a = _ffi.ltk_decode_args()
@@ -1175,15 +1171,7 @@ def _prefill_prepare(q, kv, kv_scale, weights, topk, m, chunk, sample_size, sort
         raise TypeError("callback must be callable")
     if not store and callback is None:
         raise ValueError("store=False needs a callback: the results would be lost")
-    if out is None:
-        out = (None, None)
-    elif isinstance(out, (tuple, list)):
-        if len(out) != 2:
-            raise ValueError("out: expected (indices, scores)")
-    else:
-        out = (out, None)
-    if out[1] is not None:
-        return_scores = True
+    out, return_scores = _index_outputs(out, return_scores)
     if store:
         ia, sca = _outputs2(out, ("out indices", "out scores"), ((L, topk), (L, topk) if return_scores else None),
                             ("int32", "float32"), ctx, L, topk)
