@@ -44,7 +44,7 @@ if [ "$MODE" = prepare ]; then
   cp "$(gcc -print-file-name=libgomp.so.1)" gpu-bin/lib/ 2>/dev/null || true
   grep -qx '/gpu-bin/' .git/info/exclude 2>/dev/null || echo '/gpu-bin/' >>.git/info/exclude
   # the commit the binaries were built from, "-dirty" when the tree had uncommitted changes
-  git describe --always --dirty --abbrev=7 >gpu-bin/commit 2>/dev/null || true
+  git describe --always --dirty --abbrev=7 --exclude='*' >gpu-bin/commit 2>/dev/null || true
   # the device call carries at most 64 MiB: ship the binaries as one xz tarball in gpu-pack/
   mkdir -p gpu-pack && tar -cJf gpu-pack/gpu-bin.tar.xz gpu-bin
   grep -qx '/gpu-pack/' .git/info/exclude 2>/dev/null || echo '/gpu-pack/' >>.git/info/exclude
