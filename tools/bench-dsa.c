@@ -101,6 +101,7 @@ int bench_dsa_main(int argc, char **argv) {
     op.name = "dsa", op.ctx = &b, op.setup = dsa_setup, op.run = dsa_run_once, op.fetch = dsa_fetch;
     op.teardown = dsa_teardown, op.json_shape = dsa_json;
     op.rows = T, op.k = (int32_t)k, op.idx_size = 4;
+    op.fp8_ceiling = 1;
     op.flops = 2.0 * (double)H * (double)D * b.in.host.visible;
     snprintf(op.shape, sizeof op.shape, "T=%lld S=%lld H=%lld D=%lld k=%lld chunk=%lld%s", (long long)T, (long long)S,
              (long long)H, (long long)D, (long long)k, (long long)chunk, cold ? " cold" : " hot-set carry");

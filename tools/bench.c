@@ -112,9 +112,19 @@ int bench_all(const bench_env *env, bench_op *op) {
             printf("  (device copy bandwidth not measured: %s)\n", tool_last_error());
         }
     }
-    printf("  %-12s %11s %11s %9s %12s %10s %9s %9s %9s%s\n", "algo", "median ms", "min ms",
+    /* The ceiling of an FP8 scan: the sustained FP8 GEMM rate, measured here, in the same process,
+     * so that a record's TFLOP/s is read against the board and clock it ran on. */
+    double ceiling = 0.0;
+    if (env->on_device && op->fp8_ceiling && op->flops > 0) {
+        if (devmem_fp8_gemm_tflops(1.0, &ceiling) == LTK_OK && ceiling > 0)
+            printf("  sustained FP8 GEMM (cuBLASLt e4m3 8192^3, 1 s after warm-up): %.0f TFLOP/s; column '%%ceil' is\n"
+                   "  each TFLOP/s over it\n", ceiling);
+        else
+            printf("  (FP8 GEMM ceiling not measured: %s)\n", tool_last_error());
+    }
+    printf("  %-12s %11s %11s %9s %12s %10s %9s %9s %9s%s%s\n", "algo", "median ms", "min ms",
            op->flops > 0 ? "TFLOP/s" : "GB/s", "workspace", "cand/row", "cand max", "bin/row", "fallback",
-           floor_ms > 0 ? "  x read" : "");
+           floor_ms > 0 ? "  x read" : "", ceiling > 0 ? "  %ceil" : "");
     fflush(stdout);
     for (int i = 0; i < env->nalgos; i++) {
         ltk_status st = bench_one(env, op, env->algos[i], &res[n]);
@@ -131,6 +141,7 @@ int bench_all(const bench_env *env, bench_op *op) {
                (long long)r->stats.candidates_max, cli_stats_mean(r->stats.bin_entries, &r->stats),
                (long long)r->stats.fallback_rows);
         if (floor_ms > 0) printf(" %8.3fx", r->median_ms / floor_ms);
+        if (ceiling > 0) printf(" %6.1f%%", 100.0 * rate / ceiling);
         printf("\n");
         fflush(stdout);
     }
@@ -189,6 +200,7 @@ int bench_all(const bench_env *env, bench_op *op) {
                 cli_json_num(&j, "floor_ms", floor_ms);
                 cli_json_num(&j, "x_floor", r->median_ms / floor_ms);
             }
+            if (ceiling > 0) cli_json_num(&j, "ceiling_tflops", ceiling);
             if (r->exact >= 0) cli_json_bool(&j, "exact_vs_materialize", r->exact);
             cli_json_str(&j, "timestamp", when);
             /* the record's keys for bench/report.py: one harness's newest (date, commit) is one run */

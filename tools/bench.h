@@ -28,6 +28,7 @@ typedef struct bench_op {
     double flops;       /* 0 if not meaningful */
     double bytes_read;  /* for GB/s, 0 if not meaningful */
     double floor_bytes; /* one read of the input (kNN: the corpus), compared with the device copy rate */
+    int fp8_ceiling;    /* FP8 scores: measure the sustained FP8 GEMM rate beside them (ceiling_tflops) */
     const char *dtype;
     char shape[160];
 } bench_op;

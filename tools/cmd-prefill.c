@@ -120,6 +120,13 @@ int cmd_prefill(int argc, char **argv) {
     printf("litetopk prefill: %s on %s (%s): L=%lld tokens, %lld keys (m=%lld), H=%lld D=%lld k=%lld, chunk %lld\n",
            sh->name, ltk_backend_name(backend), device, (long long)L, (long long)S, (long long)m, (long long)H,
            (long long)D, (long long)k, (long long)chunk);
+    double ceiling = 0.0; /* the sustained FP8 GEMM rate beside the figures (tools/ceiling.c) */
+    if (on_device) {
+        if (devmem_fp8_gemm_tflops(1.0, &ceiling) == LTK_OK && ceiling > 0)
+            printf("  sustained FP8 GEMM (cuBLASLt e4m3 8192^3, 1 s after warm-up): %.0f TFLOP/s\n", ceiling);
+        else
+            printf("  (FP8 GEMM ceiling not measured: %s)\n", tool_last_error());
+    }
     printf("  %-12s %12s %10s %14s\n", "path", "time (ms)", "TFLOP/s", "workspace");
     /* score_only writes no selection: it shares the materialize outputs, never compared */
     const ltk_algo algos[3] = {LTK_ALGO_FUSED, LTK_ALGO_MATERIALIZE, LTK_ALGO_SCORE_ONLY};
@@ -156,8 +163,10 @@ int cmd_prefill(int argc, char **argv) {
                 times[y] = times[y - 1], times[y - 1] = t;
             }
         double ms = times[reps / 2];
-        printf("  %-12s %12.3f %10.4g %14s\n", cli_algo_name(algos[ia]), ms, flops / (ms * 1e-3) / 1e12,
+        printf("  %-12s %12.3f %10.4g %14s", cli_algo_name(algos[ia]), ms, flops / (ms * 1e-3) / 1e12,
                cli_bytes((double)ws_bytes, b1, sizeof b1));
+        if (ceiling > 0) printf("  %.1f%% of the FP8 GEMM", 100.0 * flops / (ms * 1e-3) / 1e12 / ceiling);
+        printf("\n");
         if (json) {
             cli_json j;
             cli_json_begin(&j);
@@ -179,6 +188,7 @@ int cmd_prefill(int argc, char **argv) {
             cli_json_int(&j, "threads", threads);
             cli_json_str(&j, "device", device);
             cli_json_str(&j, "commit", cli_commit());
+            if (ceiling > 0) cli_json_num(&j, "ceiling_tflops", ceiling);
             char when[32], date[16];
             cli_utc_now(when, sizeof when);
             snprintf(date, sizeof date, "%.10s", when);

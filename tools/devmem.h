@@ -41,6 +41,9 @@ void devmem_timer_free(devmem_timer *t);
  * of 10 event-timed copies of `bytes` after 2 warm-up copies. The floor that kNN and select
  * benchmarks compare with (one read of their input at this rate). LTK_ENOBACKEND without CUDA. */
 ltk_status devmem_copy_gbps(size_t bytes, double *gbps);
+/* The sustained FP8 GEMM rate (cuBLASLt e4m3 8192^3, `seconds` timed after 0.5 s of warm-up), in
+ * TFLOP/s: the ceiling of an FP8 scan (tools/ceiling.c). LTK_EUNSUPPORTED without cuBLASLt. */
+ltk_status devmem_fp8_gemm_tflops(double seconds, double *tflops);
 
 /* Monotonic host clock in seconds. */
 double devmem_now_s(void);
