@@ -58,7 +58,7 @@ kmini: python3 bench/minilm_assemble.py --join /tmp/minilm --out /tmp/mdata && p
 kmini: M="--base /tmp/mdata/minilm_base.fbin --queries /tmp/mdata/minilm_query.fbin --metric cos"; mkdir -p /tmp/mres; for k in 10 100 1000 10000; do for b in cuda cpu; do TIMEFORMAT="$b k=$k: %R s wall (read, compute, write)"; time gpu-bin/litetopk knn $M -k $k --backend $b --out /tmp/mres/$b-$k.npy -q; done; done; python3 bench/minilm_compare.py $M --k 10,100,1000,10000 --res /tmp/mres --json "$OUT/bench.jsonl"
 kmini: M="--base /tmp/mdata/minilm_base.fbin --queries /tmp/mdata/minilm_query.fbin --metric cos"; for k in 10 100 1000 10000; do for b in cuda cpu; do gpu-bin/litetopk bench knn $M --k $k --backend $b --algos fused,materialize --reps 5 --json "$OUT/bench.jsonl" | grep -E "bench knn|^  (fused|materialize) |exactness"; done; done
 # (kport: the kNN's portable mma.sync loop (other GPUs; LTK_CUDA_PORTABLE=1) under the tests and memcheck)
-kport: LTK_CUDA_PORTABLE=1 gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_PORTABLE=1 compute-sanitizer --tool memcheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"
+kport: LTK_CUDA_PORTABLE=1 gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_PORTABLE=1 LTK_TEST_TIMEOUT_S=0 compute-sanitizer --tool memcheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"
 # (khost: a call's host side: enqueue time through the helper and the bare entry point, timed alone
 #  against back to back, then the runtime calls next to the kernels)
 khost: python3 bench/knn_host.py --B 64 --N 1048576 --k 128,1024,8192
@@ -67,13 +67,13 @@ khost: python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024 --host 2>&1 | g
 p16k: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --chunk 16384 --algos fused --json "$OUT/bench.jsonl"
 # (ksan: compute-sanitizer memcheck and racecheck on test-cuda-knn --small; knt: the whole kNN table.)
 ktest: gpu-bin/test-cuda-knn | tail -3
-ksan: for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done
+ksan: for t in memcheck racecheck; do LTK_TEST_TIMEOUT_S=0 compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done
 knt: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
 # (cli64: litetopk bench dsa at S = 1M, the three algos, for the run's board)
 cli64: gpu-bin/litetopk bench dsa --T 8192 --S 1048576 --H 64 --D 128 --k 2048 --chunk 8192 --backend cuda --algos fused,score_only,materialize --reps 3 --warmup 1 --json "$OUT/bench.jsonl" | grep -E "^  (fused|score_only|materialize) |exactness"
 # (kfix: the checks to run after a change to the kNN kernels: the tests on both main loops (the
 #  portable one under LTK_CUDA_PORTABLE=1), memcheck and racecheck, then the timeline and the table)
-kfix: gpu-bin/test-cuda-knn | tail -2; LTK_CUDA_PORTABLE=1 gpu-bin/test-cuda-knn | tail -1; for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done
+kfix: gpu-bin/test-cuda-knn | tail -2; LTK_CUDA_PORTABLE=1 gpu-bin/test-cuda-knn | tail -1; for t in memcheck racecheck; do LTK_TEST_TIMEOUT_S=0 compute-sanitizer --tool $t --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"; done
 kfix: python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024,8192
 kfix: python3 bench/gpu_knn_torch.py --json "${OUT:-.}/bench.jsonl"
 # (kncu: Nsight Compute on the kNN threshold and final select kernels, B = 64, N = 1M, k = 1024:

@@ -21,8 +21,9 @@
 # Binaries: gpu-bin/ when carried (prepare), else a build into build-gpu on the spot.
 # Outputs ($OUT, at most 8 files): test.log sanitizer.log bench.jsonl bench.log extra.log
 # fig5a.png summary.txt.
-# Every test of test-cuda-indexer runs in its own process with a time limit (LTK_TEST_TIMEOUT_S):
-# a hung kernel costs one test, shown as "[ TIME ]". The sm_90a scan has a watchdog
+# Every test of the GPU test binaries runs in its own process with a time limit (LTK_TEST_TIMEOUT_S,
+# tests/harness.h): a hung kernel costs one test, shown as "[ TIME ]"; compute-sanitizer runs them
+# in one process (LTK_TEST_TIMEOUT_S=0). The sm_90a scan has a watchdog
 # (LTK_CUDA_WATCHDOG_S, default 10): a barrier wait longer than that prints
 # "[ltk cuda] sm90 WATCHDOG: ..." (which role, which barrier, unit, tile, parity) and fails the launch.
 set -uo pipefail

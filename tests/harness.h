@@ -9,15 +9,22 @@
  *                   (decimal or 0x hex) or, by default, from the clock, so every run draws fresh
  *                   inputs; it is printed first and again after a failure. Each test reseeds from
  *                   (run seed, test name), so `LTK_TEST_SEED=<seed> ./test-x <name>` replays one test.
+ *   rng_stream_*()  the same generator on a state the caller keeps: independent streams for data
+ *                   made in parallel (one stream per block, so the data do not depend on the number
+ *                   of threads).
  *   t_guarded_*()   heap blocks with canary bytes before and after (ggml-style guard regions).
- *   t_e4m3_f32() ... the dtypes' bit layouts, both ways, written from the formats (tests/decode.h has
- *                   the float64 decoders the oracles use).
+ *   dec_*()         the float64 decoders of tests/decode.h (included here), checked on every code
+ *                   against the ref backend by test-ref; t_e4m3_f32() ... the same values as float.
+ *   t_f32_e4m3() ... the encoders: nearest code (ties to even for f16/bf16, to the lower code for
+ *                   e4m3, which saturates at 448); test-harness round-trips every code.
  *   T_RUN_ALL(table)        runs the tests in this process.
  *   T_RUN_ISOLATED(table, limit_s, skip)  runs each test in its own child process with a time limit
  *                   (LTK_TEST_TIMEOUT_S overrides limit_s; 0 runs in-process): a hung test is killed
- *                   and reported "[ TIME ]", a crash "[ CRASH]", both counted as failures, and the
- *                   next test starts fresh (a GPU test gets a new CUDA context). skip() (or NULL) is
- *                   asked in the child only: when it is true every test exits 77 = skipped.
+ *                   and reported "[ TIME ]", a crash "[ CRASH]", any other exit status "[ ERROR]",
+ *                   each counted as a failure, and the next test starts fresh (a GPU test gets a new
+ *                   CUDA context). skip() (or NULL) is asked where tests run (the child, or this
+ *                   process when in-process), never by the runner: when it is true (it prints why)
+ *                   every test is skipped and the binary exits 77.
  *
  * Every binary ends with one line "N passed, N failed" (tests, not assertions) and exits non-zero
  * when a test failed, 77 when every test was skipped. An optional argument runs only the tests whose
@@ -35,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "decode.h"
 
 #if defined(__GNUC__)
 #define T_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -214,22 +223,32 @@ static inline uint64_t t_mix64(uint64_t z) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
-T_UNUSED static uint64_t rng_u64(void) {
-    t_rng += 0x9e3779b97f4a7c15ull;
-    return t_mix64(t_rng);
+/* A stream: any 64-bit state (t_mix64 of a seed and a block number gives independent ones). */
+static inline uint64_t rng_stream_u64(uint64_t *st) {
+    *st += 0x9e3779b97f4a7c15ull;
+    return t_mix64(*st);
 }
+/* Uniform in [0, 1). */
+static inline double rng_stream_unit(uint64_t *st) {
+    return (double)(rng_stream_u64(st) >> 11) * (1.0 / 9007199254740992.0);
+}
+/* Standard normal (Box-Muller, a pair of draws each). */
+static inline double rng_stream_normal(uint64_t *st) {
+    double u = rng_stream_unit(st), v = rng_stream_unit(st);
+    if (u < 1e-300) u = 1e-300;
+    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* The current test's stream (t_reseed'ed before every test). */
+T_UNUSED static uint64_t rng_u64(void) { return rng_stream_u64(&t_rng); }
 T_UNUSED static uint32_t rng_u32(void) { return (uint32_t)(rng_u64() >> 32); }
 /* Uniform in [0, n) (n > 0). */
 T_UNUSED static int64_t rng_below(int64_t n) { return (int64_t)(rng_u64() % (uint64_t)n); }
 /* Uniform integer in [lo, hi]. */
 T_UNUSED static int64_t rng_range(int64_t lo, int64_t hi) { return lo + rng_below(hi - lo + 1); }
 /* Uniform in [0, 1). */
-T_UNUSED static double rng_unit(void) { return (double)(rng_u64() >> 11) * (1.0 / 9007199254740992.0); }
-T_UNUSED static double rng_normal(void) {
-    double u = rng_unit(), v = rng_unit();
-    if (u < 1e-300) u = 1e-300;
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
+T_UNUSED static double rng_unit(void) { return rng_stream_unit(&t_rng); }
+T_UNUSED static double rng_normal(void) { return rng_stream_normal(&t_rng); }
 T_UNUSED static void t_reseed(const char *name) {
     uint64_t h = 1469598103934665603ull;
     for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
@@ -285,17 +304,34 @@ T_UNUSED static void t_guarded_free(void *p) {
 }
 
 /* ---- dtypes ------------------------------------------------------------------------------- */
-/* e4m3fn (OCP FP8: bias 7, no inf, S.1111.111 NaN), exactly. */
-T_UNUSED static float t_e4m3_f32(uint8_t v) {
-    uint32_t s = v >> 7, e = (v >> 3) & 0xf, m = v & 7;
-    if (e == 0xf && m == 7) return NAN;
-    float mag = e == 0 ? ldexpf((float)m, -9) : ldexpf((float)(8 + m), (int)e - 10);
-    return s ? -mag : mag;
+/* The decoders are decode.h's (every value of these formats is a float: the casts are exact; NaN
+ * payloads are not kept, and no test tells NaNs apart). f16 and bf16 through tables of every code,
+ * filled by the runner before the first test: the GPU oracles decode in their innermost loops, where
+ * an ldexp a value (decode.h's way) costs a kNN run minutes. */
+static float t_f16_tab[65536], t_bf16_tab[65536];
+static int t_tabs_ready;
+static void t_fill_tabs(void) {
+    for (uint32_t c = 0; c < 65536; c++) {
+        t_f16_tab[c] = (float)dec_f16((uint16_t)c);
+        t_bf16_tab[c] = (float)dec_bf16((uint16_t)c);
+    }
+    t_tabs_ready = 1;
 }
-/* Nearest e4m3 (saturating at 448; NaN -> 0x7f). Positive codes 0x00..0x7e are increasing. */
+static inline float t_e4m3_f32(uint8_t v) { return (float)dec_e4m3(v); }
+static inline float t_bf16_f32(uint16_t v) {
+    if (!t_tabs_ready) t_fill_tabs();
+    return t_bf16_tab[v];
+}
+static inline float t_f16_f32(uint16_t h) {
+    if (!t_tabs_ready) t_fill_tabs();
+    return t_f16_tab[h];
+}
+/* Nearest e4m3fn code (OCP FP8: bias 7, no inf, S.1111.111 NaN), ties to the lower magnitude,
+ * saturating at 448 (inf included); NaN -> 0x7f; -0 -> 0x80. Positive codes 0x00..0x7e are
+ * increasing. */
 T_UNUSED static uint8_t t_f32_e4m3(float x) {
     if (x != x) return 0x7f;
-    uint8_t sign = x < 0 ? 0x80 : 0;
+    uint8_t sign = signbit(x) ? 0x80 : 0;
     float a = fabsf(x);
     int lo = 0, hi = 0x7e;
     if (a >= 448.0f) return (uint8_t)(sign | 0x7e);
@@ -307,22 +343,12 @@ T_UNUSED static uint8_t t_f32_e4m3(float x) {
     if (lo > 0 && a - t_e4m3_f32((uint8_t)(lo - 1)) <= t_e4m3_f32((uint8_t)lo) - a) lo--;
     return (uint8_t)(sign | lo);
 }
-T_UNUSED static float t_bf16_f32(uint16_t v) { return t_bits_f32((uint32_t)v << 16); }
 /* Round to nearest even; NaN stays a quiet NaN. */
 T_UNUSED static uint16_t t_f32_bf16(float x) {
     uint32_t u = t_f32_bits(x);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
-}
-T_UNUSED static float t_f16_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, ex = (h >> 10) & 0x1f, man = h & 0x3ff;
-    if (ex == 0x1f) return t_bits_f32(sign | 0x7f800000u | (man << 13));
-    if (ex == 0) {
-        float mag = ldexpf((float)man, -24);
-        return sign ? -mag : mag;
-    }
-    return t_bits_f32(sign | ((ex + 112) << 23) | (man << 13));
 }
 /* Round to nearest even, overflow to inf, NaN stays NaN. */
 T_UNUSED static uint16_t t_f32_f16(float x) {
@@ -360,6 +386,7 @@ static void t_init_seed(void) {
 /* Runs the tests whose name contains argv[1] (or equals it, in an isolated child). */
 T_UNUSED static int t_main(int argc, char **argv, const t_test *tests, size_t n) {
     t_init_seed();
+    t_fill_tabs(); /* here, before any test can decode from threads of its own */
     const char *filter = argc > 1 ? argv[1] : NULL;
     const char *child = getenv("LTK_TEST_CHILD");
     const int exact = child && *child;
@@ -395,13 +422,20 @@ T_UNUSED static int t_main(int argc, char **argv, const t_test *tests, size_t n)
 }
 
 #if defined(__unix__) || defined(__APPLE__)
+#include <errno.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+extern char **environ;
 
 /* The isolated runner: every test a child process (this binary re-executed with the test's name and
- * LTK_TEST_CHILD set) under a time limit. The parent never initialises CUDA (a forked CUDA context
- * is unusable); all children share the parent's seed, so the inputs are those of a one-process run. */
+ * LTK_TEST_CHILD set) under a time limit. The runner itself runs neither a test nor skip(), so it
+ * never initialises CUDA; all children share its seed, so the inputs are those of a one-process
+ * run. */
 T_UNUSED static int t_main_isolated(int argc, char **argv, const t_test *tests, size_t n, double limit_s,
                                     int (*skip)(void)) {
     setvbuf(stdout, NULL, _IONBF, 0); /* a killed child keeps everything it printed */
@@ -411,45 +445,71 @@ T_UNUSED static int t_main_isolated(int argc, char **argv, const t_test *tests, 
     const double limit = lim && *lim ? atof(lim) : limit_s;
     if ((child && *child) || !(limit > 0)) {
         if (skip && skip()) {
-            printf("skipped (%s)\n", child && *child ? "child" : "no device");
             if (!(child && *child)) printf("0 passed, 0 failed\n");
             return 77;
         }
         return t_main(argc, argv, tests, n);
     }
     t_init_seed();
-    char seedbuf[32];
-    snprintf(seedbuf, sizeof seedbuf, "0x%016" PRIx64, t_seed);
-    setenv("LTK_TEST_SEED", seedbuf, 1);
-    printf("isolated tests (one process each, limit %.0f s; LTK_TEST_TIMEOUT_S), seed %s\n", limit, seedbuf);
+    char seed_var[48], child_var[24] = "LTK_TEST_CHILD=1";
+    snprintf(seed_var, sizeof seed_var, "LTK_TEST_SEED=0x%016" PRIx64, t_seed);
+    printf("isolated tests (one process each, limit %.0f s; LTK_TEST_TIMEOUT_S), seed %s\n", limit, seed_var + 14);
+    /* The children's environment and arguments, made before any fork: between fork and exec a child
+     * of a threaded process may only make async-signal-safe calls (no setenv, no malloc). */
+    size_t ne = 0;
+    for (char **e = environ; *e; e++) ne++;
+    char **envp = (char **)malloc((ne + 3) * sizeof *envp);
+    if (!envp) return 2;
+    size_t k = 0;
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "LTK_TEST_SEED=", 14) != 0 && strncmp(*e, "LTK_TEST_CHILD=", 15) != 0) envp[k++] = *e;
+    envp[k++] = seed_var;
+    envp[k++] = child_var;
+    envp[k] = NULL;
+    const pid_t runner = getpid();
     const char *filter = argc > 1 ? argv[1] : NULL;
-    int passed = 0, failed = 0, skipped = 0, first = 1;
+    int passed = 0, failed = 0, skipped = 0;
     char failed_names[1024] = "";
     for (size_t i = 0; i < n; i++) {
         if (filter && !strstr(tests[i].name, filter)) continue;
+        char *args[3] = {argv[0], (char *)tests[i].name, NULL};
         double t0 = t_now();
         pid_t pid = fork();
         if (pid < 0) {
             perror("fork");
+            free(envp);
             return 2;
         }
         if (pid == 0) {
-            setenv("LTK_TEST_CHILD", first ? "1" : "2", 1);
-            char *args[3] = {argv[0], (char *)tests[i].name, NULL};
-            execv("/proc/self/exe", args);
-            perror("execv /proc/self/exe");
+#ifdef __linux__
+            /* a runner killed from outside (ctest's timeout, timeout(1)) takes its test with it */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != runner) _exit(2);
+#endif
+            execve("/proc/self/exe", args, envp);
+            static const char msg[] = "harness: execve /proc/self/exe failed\n";
+            ssize_t w = write(2, msg, sizeof msg - 1);
+            (void)w;
             _exit(2);
         }
-        first = 0;
+        child_var[15] = '2'; /* "1" for the first child only: where a once-a-run banner goes */
         int status = 0, done = 0;
+        long nap_us = 1000; /* polls from 1 ms up to 20 ms: a short test costs no 20 ms wait */
         while (!done) {
-            if (waitpid(pid, &status, WNOHANG) == pid) {
+            pid_t r = waitpid(pid, &status, WNOHANG);
+            if (r == pid) {
                 done = 1;
                 break;
             }
+            if (r < 0 && errno != EINTR) {
+                perror("waitpid");
+                free(envp);
+                return 2;
+            }
             if (t_now() - t0 > limit) {
                 kill(pid, SIGKILL);
-                waitpid(pid, &status, 0);
+                while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+                }
                 printf("[ TIME ] %s: killed after %.0f s (LTK_TEST_TIMEOUT_S=%.0f); the next test starts fresh\n",
                        tests[i].name, t_now() - t0, limit);
                 failed++;
@@ -457,13 +517,14 @@ T_UNUSED static int t_main_isolated(int argc, char **argv, const t_test *tests, 
                          tests[i].name);
                 break;
             }
-            struct timespec nap = {0, 20000000};
+            struct timespec nap = {0, nap_us * 1000};
             nanosleep(&nap, NULL);
+            nap_us = nap_us * 2 > 20000 ? 20000 : nap_us * 2;
         }
         if (!done) continue;
         if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
             skipped++;
-            if (passed + failed == 0) break; /* no device: the first child says so for all */
+            if (passed + failed == 0) break; /* skip() is the same in every child: it holds for all */
             continue;
         }
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
@@ -476,11 +537,12 @@ T_UNUSED static int t_main_isolated(int argc, char **argv, const t_test *tests, 
                      tests[i].name);
         }
     }
+    free(envp);
     if (passed + failed == 0 && skipped > 0) {
-        printf("no device: skipped\n0 passed, 0 failed\n");
+        printf("0 passed, 0 failed\n");
         return 77;
     }
-    if (failed) printf("failed:%s\nseed was %s\n", failed_names, seedbuf);
+    if (failed) printf("failed:%s\nseed was %s\n", failed_names, seed_var + 14);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

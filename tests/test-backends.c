@@ -383,39 +383,15 @@ static void gstats_free(gstats *g) {
 }
 
 /* ---- values ------------------------------------------------------------------------------- */
-/* Stores x, which must be exactly representable in dt (grid values, specials). */
+/* Stores x, which must be exactly representable in dt (grid values, specials): the harness's
+ * encoders then round nothing. NaN is the positive quiet NaN of each format, and inf is NaN in
+ * e4m3 (e4m3fn has no infinity; the encoder would saturate it to 448). */
 static void put_val(void *p, ltk_dtype dt, int64_t i, float x) {
     switch (dt) {
     case LTK_DTYPE_F32: ((float *)p)[i] = x; break;
-    case LTK_DTYPE_BF16: ((uint16_t *)p)[i] = isnan(x) ? 0x7fc0 : (uint16_t)(t_f32_bits(x) >> 16); break;
-    case LTK_DTYPE_F16: {
-        uint16_t s = signbit(x) ? 0x8000 : 0;
-        double a = fabs((double)x);
-        uint16_t h;
-        if (isnan(x)) h = 0x7e00;
-        else if (isinf(x)) h = s | 0x7c00;
-        else if (a < ldexp(1, -14)) h = s | (uint16_t)(a / ldexp(1, -24));
-        else {
-            int e;
-            double f = frexp(a, &e);
-            h = s | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)((2 * f - 1) * 1024);
-        }
-        ((uint16_t *)p)[i] = h;
-        break;
-    }
-    case LTK_DTYPE_E4M3: {
-        uint8_t s = signbit(x) ? 0x80 : 0, v;
-        double a = fabs((double)x);
-        if (isnan(x) || isinf(x)) v = 0x7f; /* e4m3fn has no infinity */
-        else if (a < ldexp(1, -6)) v = s | (uint8_t)(a / ldexp(1, -9));
-        else {
-            int e;
-            double f = frexp(a, &e);
-            v = s | (uint8_t)((e - 1 + 7) << 3) | (uint8_t)((2 * f - 1) * 8);
-        }
-        ((uint8_t *)p)[i] = v;
-        break;
-    }
+    case LTK_DTYPE_BF16: ((uint16_t *)p)[i] = isnan(x) ? 0x7fc0 : t_f32_bf16(x); break;
+    case LTK_DTYPE_F16: ((uint16_t *)p)[i] = isnan(x) ? 0x7e00 : t_f32_f16(x); break;
+    case LTK_DTYPE_E4M3: ((uint8_t *)p)[i] = isnan(x) || isinf(x) ? 0x7f : t_f32_e4m3(x); break;
     }
     if (!isnan(x) && !(isinf(x) && dt == LTK_DTYPE_E4M3) && dec_val(p, dt, i) != (double)x) {
         fprintf(stderr, "test bug: %.9g is not representable in dtype %d\n", x, (int)dt);

@@ -12,19 +12,6 @@
 
 #define NK LTKC_IDX_NK
 
-static uint8_t enc_e4m3(float x) { /* nearest e4m3 (ties: the lower code; tests only) */
-    uint8_t best = 0;
-    float bd = INFINITY;
-    for (int v = 0; v < 256; v++) {
-        if ((v & 0x7f) == 0x7f) continue;
-        float d = fabsf(ltk_e4m3_to_f32((uint8_t)v) - x);
-        if (d < bd) {
-            bd = d;
-            best = (uint8_t)v;
-        }
-    }
-    return best;
-}
 
 typedef struct {
     int H, D;
@@ -87,12 +74,12 @@ static void case_free(scase *c) { free(c->q), free(c->kv), free(c->w), free(c->k
 static void fill_random(scase *c) {
     for (int j = 0; j < NK; j++) {
         float sig = (float)exp(0.8 * rng_normal());
-        for (int d = 0; d < c->D; d++) c->kv[j * c->D + d] = enc_e4m3((float)rng_normal() * sig);
+        for (int d = 0; d < c->D; d++) c->kv[j * c->D + d] = t_f32_e4m3((float)rng_normal() * sig);
         c->kvs[j] = (float)ldexp(1.0 + rng_unit(), (int)rng_range(-8, 2));
     }
     for (int h = 0; h < c->H; h++) {
         float sig = (float)exp(0.5 * rng_normal());
-        for (int d = 0; d < c->D; d++) c->q[h * c->D + d] = enc_e4m3((float)rng_normal() * sig);
+        for (int d = 0; d < c->D; d++) c->q[h * c->D + d] = t_f32_e4m3((float)rng_normal() * sig);
         c->w[h] = (float)(rng_normal() * 0.7 + 0.3);
     }
 }
@@ -140,7 +127,7 @@ static void screen_aligned_residual(void) {
         rn = sqrtf(rn), kn = sqrtf(kn);
         for (int h = 0; h < c.H; h++) {
             float amp = (float)ldexp(1.0, (int)rng_range(-2, 3));
-            for (int d = 0; d < D; d++) c.q[h * D + d] = enc_e4m3(amp * (8.0f * r[d] / rn + 0.05f * k[d] / kn));
+            for (int d = 0; d < D; d++) c.q[h * D + d] = t_f32_e4m3(amp * (8.0f * r[d] / rn + 0.05f * k[d] / kn));
             c.w[h] = (float)(0.2 + rng_unit());
         }
         c.kvs[j0] = 1.0f;

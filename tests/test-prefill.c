@@ -1,30 +1,11 @@
 /* The prefill driver against one direct indexer call over the whole sequence: same backend,
  * same scores, so the chunked run with its hot-set carry must give identical indices and scores,
  * with the outputs given, through the callback only, and for m = 1 (DSA) and m = 4 (CSA). */
+#include "harness.h"
+
 #include "litetopk.h"
 
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static int failed, passed;
-#define CHECK(cond, ...)                                              \
-    do {                                                              \
-        if (cond) passed++;                                           \
-        else {                                                        \
-            failed++;                                                 \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                             \
-            fprintf(stderr, "\n");                                    \
-        }                                                             \
-    } while (0)
-
-static uint64_t rng = 88172645463325252ull;
-static float frand(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
+static float frand(void) { return (float)(2.0 * rng_unit() - 1.0); }
 
 typedef struct { int32_t *idx; float *sc; int64_t k, rows_seen; } sink;
 
@@ -109,19 +90,23 @@ static void run_case(ltk_backend be, int64_t L, int32_t m, int32_t H, int32_t D,
     free(q), free(kv), free(w), free(scale), free(ks), free(ke), free(ref_idx), free(got_idx), free(ref_sc), free(got_sc);
 }
 
-int main(void) {
-    static const ltk_backend backends[] = {LTK_BACKEND_REF, LTK_BACKEND_CPU};
-    for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++) {
-        run_case(backends[b], 300, 1, 4, 16, 8, 64);
-        run_case(backends[b], 300, 4, 4, 16, 8, 64);
-        run_case(backends[b], 513, 4, 2, 8, 16, 100);
-        if (backends[b] == LTK_BACKEND_CPU) run_case(backends[b], 4096, 1, 8, 32, 64, 1000);
-    }
-    /* Argument checks. */
+static void cases(ltk_backend be) {
+    run_case(be, 300, 1, 4, 16, 8, 64);
+    run_case(be, 300, 4, 4, 16, 8, 64);
+    run_case(be, 513, 4, 2, 8, 16, 100);
+    if (be == LTK_BACKEND_CPU) run_case(be, 4096, 1, 8, 32, 64, 1000);
+}
+static void test_prefill_ref(void) { cases(LTK_BACKEND_REF); }
+static void test_prefill_cpu(void) { cases(LTK_BACKEND_CPU); }
+
+static void test_prefill_arguments(void) {
     ltk_prefill_args p = {.L = 10, .m = 0, .H = 1, .D = 1, .k = 1};
     CHECK(ltk_prefill_run(&p, NULL) == LTK_EINVAL, "m=0 accepted");
     p.m = 1;
     CHECK(ltk_prefill_run(&p, NULL) == LTK_EINVAL, "no outputs and no callback accepted");
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+}
+
+int main(int argc, char **argv) {
+    static const t_test tests[] = {T_ENTRY(test_prefill_ref), T_ENTRY(test_prefill_cpu), T_ENTRY(test_prefill_arguments)};
+    return T_RUN_ALL(tests);
 }

@@ -14,21 +14,9 @@
 #include <omp.h>
 
 #include "gen.h"
+#include "harness.h"
 #include "io.h"
 #include "num.h"
-
-static int failures = 0, checks = 0;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        checks++;                                                          \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-        }                                                                  \
-    } while (0)
 
 static char dir[2048];
 
@@ -50,18 +38,13 @@ static void write_bytes(const char *path, const void *data, size_t n) {
     fclose(f);
 }
 
-static uint64_t rng_state = 88172645463325252ull;
-static uint64_t next_u64(void) {
-    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
-    return rng_state;
-}
 
 static io_matrix random_matrix(int64_t rows, int64_t cols, io_elem elem) {
     io_matrix m = {rows, cols, elem, NULL};
     size_t n = (size_t)(rows * cols), es = io_elem_size(elem);
     m.data = malloc(n * es + 1);
     for (size_t i = 0; i < n; i++) {
-        uint64_t r = next_u64();
+        uint64_t r = rng_u64();
         switch (elem) {
         case IO_ELEM_F32: ((float *)m.data)[i] = (float)((double)(int64_t)(r % 2000001) / 1000.0 - 1000.0); break;
         case IO_ELEM_F16: ((uint16_t *)m.data)[i] = num_f32_to_f16((float)((double)(r % 20001) / 100.0 - 100.0)); break;
@@ -392,12 +375,7 @@ int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s", argv[argc - 1]);
     mkdir(dir, 0777);
     if (fixture) return write_fixture();
-    test_round_trips();
-    test_narrowing();
-    test_malformed();
-    test_stream();
-    test_conversions();
-    test_generator_threads();
-    printf("test-io: %d checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    static const t_test tests[] = {T_ENTRY(test_round_trips), T_ENTRY(test_narrowing),   T_ENTRY(test_malformed),
+                                   T_ENTRY(test_stream),      T_ENTRY(test_conversions), T_ENTRY(test_generator_threads)};
+    return t_main(1, argv, tests, sizeof tests / sizeof tests[0]); /* argv[1] is DIR, not a filter */
 }

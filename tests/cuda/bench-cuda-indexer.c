@@ -29,14 +29,9 @@ static double pct(int32_t *v, int64_t n, double p) {
 
 /* Progress on stderr with the time since the start and since the last line: a stall shows where. */
 static double g_t0, g_tl;
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void progress(const char *fmt, ...) {
-    double t = now_s();
+    double t = t_now();
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "[%7.2f s %+7.2f s] ", t - g_t0, t - g_tl);
@@ -59,7 +54,7 @@ int main(int argc, char **argv) {
     /* unbuffered: a killed run keeps everything it printed */
     setvbuf(stdout, NULL, _IONBF, 0);
     setvbuf(stderr, NULL, _IONBF, 0);
-    g_t0 = g_tl = now_s();
+    g_t0 = g_tl = t_now();
     int64_t T = 8192;
     int H = 64, D = 128, k = 2048, reps = 5;
     const char *Slist = "262144,524288,786432,1048576";

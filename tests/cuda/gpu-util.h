@@ -1,6 +1,9 @@
 /* The GPU half of the test toolkit (tests/harness.h is the rest: registry, runner, RNG, dtypes,
- * guarded blocks): CUDA error checks, device buffers, event timing, the no-device probe, and the
- * threaded DSA-like input generator of the indexer tests and benchmark. C11 + the CUDA runtime API. */
+ * guarded blocks), the one header of the GPU tests and the GPU indexer benchmark: CUDA error checks,
+ * device buffers, event timing, the no-device probe, the threaded DSA-like input generator, and the
+ * library's CUDA entry points (src/cuda/cuda-common.cuh: the select and kNN tests call them
+ * directly, with arguments resolved as the front end would, so that they reach every kernel path).
+ * C11 + the CUDA runtime API. */
 #ifndef LTK_TESTS_GPU_UTIL_H
 #define LTK_TESTS_GPU_UTIL_H
 
@@ -11,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/cuda/cuda-common.cuh"
 #include "harness.h"
 #include "litetopk.h"
 
@@ -23,32 +27,18 @@
         }                                                                                                 \
     } while (0)
 
-/* splitmix64 streams, one per index block (thread-count independent, reproducible). */
-static inline uint64_t gu_mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static inline double gu_unit(uint64_t *s) {
-    *s += 0x9e3779b97f4a7c15ull;
-    return (double)(gu_mix(*s) >> 11) * (1.0 / 9007199254740992.0);
-}
-static inline float gu_normal(uint64_t *s) {
-    double u = gu_unit(s), v = gu_unit(s);
-    if (u < 1e-300) u = 1e-300;
-    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
-
 /* DSA inputs as the production pipeline quantises them: keys randn quantised per key to e4m3 with
- * scale amax/448 (kv_scale = scale), queries randn cast to e4m3, weights randn * D^-0.5 * H^-0.5. */
+ * scale amax/448 (kv_scale = scale), queries randn cast to e4m3, weights randn * D^-0.5 * H^-0.5.
+ * One random stream (harness.h) per key and per query row: the data depend on the seed alone, not
+ * on the number of threads. */
 static inline void gu_gen_dsa(uint64_t seed, int64_t T, int64_t S, int H, int D, uint8_t *q, uint8_t *kv,
                               float *kv_scale, float *w) {
 #pragma omp parallel for schedule(static)
     for (int64_t s = 0; s < S; s++) {
-        uint64_t st = gu_mix(seed ^ (0x1000000000ull + (uint64_t)s));
+        uint64_t st = t_mix64(seed ^ (0x1000000000ull + (uint64_t)s));
         float x[512], amax = 0.0f;
         for (int d = 0; d < D; d++) {
-            x[d] = gu_normal(&st);
+            x[d] = (float)rng_stream_normal(&st);
             amax = fmaxf(amax, fabsf(x[d]));
         }
         float sc = fmaxf(amax, 1e-4f) / 448.0f;
@@ -57,23 +47,24 @@ static inline void gu_gen_dsa(uint64_t seed, int64_t T, int64_t S, int H, int D,
     }
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < T; t++) {
-        uint64_t st = gu_mix(seed ^ (0x2000000000ull + (uint64_t)t));
-        for (int64_t i = 0; i < (int64_t)H * D; i++) q[t * H * D + i] = t_f32_e4m3(gu_normal(&st));
-        for (int h = 0; h < H; h++) w[t * H + h] = gu_normal(&st) / sqrtf((float)D * (float)H);
+        uint64_t st = t_mix64(seed ^ (0x2000000000ull + (uint64_t)t));
+        for (int64_t i = 0; i < (int64_t)H * D; i++) q[t * H * D + i] = t_f32_e4m3((float)rng_stream_normal(&st));
+        for (int h = 0; h < H; h++) w[t * H + h] = (float)rng_stream_normal(&st) / sqrtf((float)D * (float)H);
     }
 }
 
-#define CUDA_OK(expr) GPU_CHECK(expr)
-
-static inline void *gu_upload(const void *h, size_t bytes) {
+/* Device memory of `bytes` (at least 16: an empty buffer is still a valid pointer). */
+static inline void *gu_alloc(size_t bytes) {
     void *d = NULL;
     GPU_CHECK(cudaMalloc(&d, bytes ? bytes : 16));
+    return d;
+}
+/* A device copy of h (h NULL: the buffer as allocated). */
+static inline void *gu_upload(const void *h, size_t bytes) {
+    void *d = gu_alloc(bytes);
     if (bytes && h) GPU_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
     return d;
 }
-
-static inline void *dmalloc(size_t n) { return gu_upload(NULL, n); }
-static inline void *dupload(const void *h, size_t n) { return gu_upload(h, n); }
 static inline double now_ms_events(cudaEvent_t a, cudaEvent_t b) {
     float ms = 0;
     GPU_CHECK(cudaEventElapsedTime(&ms, a, b));
@@ -81,7 +72,7 @@ static inline double now_ms_events(cudaEvent_t a, cudaEvent_t b) {
 }
 
 static inline int gu_device_present(void);
-/* For T_RUN_ISOLATED: every test skips (exit 77) where no CUDA device is usable. */
+/* For T_RUN_ISOLATED: every test skips (exit 77) where no CUDA device is usable; says so. */
 static inline int gu_no_cuda(void) {
     if (gu_device_present() && ltk_backend_available(LTK_BACKEND_CUDA)) return 0;
     printf("no CUDA device: skipped\n");

@@ -49,13 +49,7 @@ typedef struct {
 #define POISON 0x7f7f7f7f
 #define GUARD 64 /* elements of canary before and after each output buffer */
 
-static double dec(const inp_t *in, const uint8_t *base, int64_t i) {
-    switch (in->c.dt) {
-    case LTK_DTYPE_E4M3: return t_e4m3_f32(base[i]);
-    case LTK_DTYPE_BF16: return t_bf16_f32(((const uint16_t *)base)[i]);
-    default: return ((const float *)base)[i];
-    }
-}
+static double dec(const inp_t *in, const uint8_t *base, int64_t i) { return dec_val(base, in->c.dt, i); }
 
 static void put(const inp_t *in, uint8_t *base, int64_t i, float v) {
     switch (in->c.dt) {
@@ -437,27 +431,21 @@ static const char *cfg_str(const cfg_t *c) {
     return b;
 }
 
-/* fused vs exact (all rows, or `rows_checked` spread rows), fused vs materialize bit for bit */
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Progress of the bigger cases on stderr (unbuffered), so a stall shows where it happened. */
 static double g_phase_t0;
 static int g_phase_on;
 static void phase(const char *what) {
     if (!g_phase_on) return;
-    double t = now_s();
+    double t = t_now();
     fprintf(stderr, "      %-34s %8.2f s\n", what, t - g_phase_t0);
     g_phase_t0 = t;
 }
 
+/* fused vs exact (all rows, or `rows_checked` spread rows), fused vs materialize bit for bit */
 static void run_case(const cfg_t *c, double tol, int64_t rows_checked, int want_fallback) {
     inp_t in;
     g_phase_on = (double)c->T * (double)c->S >= 1e7;
-    g_phase_t0 = now_s();
+    g_phase_t0 = t_now();
     if (g_phase_on) fprintf(stderr, "    case %s\n", cfg_str(c));
     inp_make(&in, c);
     phase("generate + upload");

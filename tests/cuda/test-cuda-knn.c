@@ -4,7 +4,7 @@
  * hooks reach (ltk-tune.h: set with ltk_tune_set).
  *   test-cuda-knn          every test, each in its own process (harness.h; "N passed, N failed")
  *   test-cuda-knn --small  a few small cases (compute-sanitizer; LTK_TEST_TIMEOUT_S=0 there) */
-#include "cuda-test-util.h"
+#include "gpu-util.h"
 
 void ltk_cuda_knn_debug_chunk(int64_t rows);
 
@@ -75,11 +75,11 @@ static int run_gpu(const kcase *c, void *dq, void *dx, int64_t *doi, float *dos,
     size_t wsb = 0;
     ltk_status s = ltk_cuda_knn_workspace(&a, &e, &wsb);
     if (s != LTK_OK) return (int)s;
-    void *ws = dmalloc(wsb);
-    CUDA_OK(cudaMemset(ws, 0x5a, wsb));
+    void *ws = gu_alloc(wsb);
+    GPU_CHECK(cudaMemset(ws, 0x5a, wsb));
     s = ltk_cuda_knn(&a, &e, ws, wsb);
     if (s != LTK_OK) printf("  status %d: %s\n", (int)s, ltk_last_error());
-    CUDA_OK(cudaDeviceSynchronize());
+    GPU_CHECK(cudaDeviceSynchronize());
     cudaFree(ws);
     ltk_cuda_knn_debug_chunk(0);
     return (int)s;
@@ -117,14 +117,14 @@ static void run_case(const kcase *c) {
             put(hx, c->dtype, r * xs + d, v);
         }
     free(proto);
-    void *dq = dupload(hq, nq * es), *dx = dupload(hx, nx * es);
+    void *dq = gu_upload(hq, nq * es), *dx = gu_upload(hx, nx * es);
     size_t on = (size_t)(c->B * os) + 32;
-    int64_t *doi = dmalloc(on * 8), *doi2 = dmalloc(on * 8);
-    float *dos = dmalloc(on * 4), *dos2 = dmalloc(on * 4);
-    CUDA_OK(cudaMemset(doi, 0x7f, on * 8));
-    CUDA_OK(cudaMemset(dos, 0x7f, on * 4));
-    CUDA_OK(cudaMemset(doi2, 0x7f, on * 8));
-    CUDA_OK(cudaMemset(dos2, 0x7f, on * 4));
+    int64_t *doi = gu_alloc(on * 8), *doi2 = gu_alloc(on * 8);
+    float *dos = gu_alloc(on * 4), *dos2 = gu_alloc(on * 4);
+    GPU_CHECK(cudaMemset(doi, 0x7f, on * 8));
+    GPU_CHECK(cudaMemset(dos, 0x7f, on * 4));
+    GPU_CHECK(cudaMemset(doi2, 0x7f, on * 8));
+    GPU_CHECK(cudaMemset(dos2, 0x7f, on * 4));
     ltk_stats st, st2;
     memset(&st, 0, sizeof st);
     memset(&st2, 0, sizeof st2);
@@ -137,10 +137,10 @@ static void run_case(const kcase *c) {
     CHECK(s1 == 0 && s2 == 0, "%s: status %d / %d", name, s1, s2);
     int64_t *oi = malloc(on * 8), *oi2 = malloc(on * 8);
     float *o = malloc(on * 4), *o2 = malloc(on * 4);
-    CUDA_OK(cudaMemcpy(oi, doi, on * 8, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(o, dos, on * 4, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(oi2, doi2, on * 8, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(o2, dos2, on * 4, cudaMemcpyDeviceToHost));
+    GPU_CHECK(cudaMemcpy(oi, doi, on * 8, cudaMemcpyDeviceToHost));
+    GPU_CHECK(cudaMemcpy(o, dos, on * 4, cudaMemcpyDeviceToHost));
+    GPU_CHECK(cudaMemcpy(oi2, doi2, on * 8, cudaMemcpyDeviceToHost));
+    GPU_CHECK(cudaMemcpy(o2, dos2, on * 4, cudaMemcpyDeviceToHost));
     /* fused == materialize, bit for bit (indices and scores) */
     int same = 1;
     for (int64_t b = 0; b < c->B; b++)
@@ -298,14 +298,14 @@ static void capture_case(int64_t B, int64_t N, int D, int k, int metric, int gen
     for (int64_t i = 0; i < B * D; i++) put(hq, LTK_DTYPE_BF16, i, rng_normal());
     for (int64_t i = 0; i < N * D; i++) put(hx, LTK_DTYPE_BF16, i, gen == 1 ? proto[i % D] : rng_normal());
     free(proto);
-    void *dq = dupload(hq, (size_t)(B * D) * es), *dx = dupload(hx, (size_t)(N * D) * es);
+    void *dq = gu_upload(hq, (size_t)(B * D) * es), *dx = gu_upload(hx, (size_t)(N * D) * es);
     const size_t on = (size_t)(B * k);
-    int64_t *doi = dmalloc(on * 8);
-    float *dos = dmalloc(on * 4);
+    int64_t *doi = gu_alloc(on * 8);
+    float *dos = gu_alloc(on * 4);
     const kcase c = {B, N, D, k, LTK_DTYPE_BF16, metric, gen, 0, 0, 0, 1, 0, 0};
     ltk_knn_args a = case_args(&c, dq, dx, doi, dos);
     cudaStream_t s;
-    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    GPU_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     ltk_exec e;
     memset(&e, 0, sizeof e);
     e.backend = LTK_BACKEND_CUDA;
@@ -313,33 +313,33 @@ static void capture_case(int64_t B, int64_t N, int D, int k, int metric, int gen
     e.stream = s;
     size_t wsb = 0;
     ltk_status st = ltk_cuda_knn_workspace(&a, &e, &wsb);
-    void *ws = dmalloc(wsb + 1);
+    void *ws = gu_alloc(wsb + 1);
     char name[160];
     snprintf(name, sizeof name, "graph capture: B=%lld N=%lld D=%d k=%d %s gen=%d", (long long)B, (long long)N, D, k,
              met_name[metric], gen);
     /* direct call: the reference bits */
     if (st == LTK_OK) st = ltk_cuda_knn(&a, &e, ws, wsb);
-    CUDA_OK(cudaStreamSynchronize(s));
+    GPU_CHECK(cudaStreamSynchronize(s));
     int64_t *ri = malloc(on * 8), *gi = malloc(on * 8);
     float *rs = malloc(on * 4), *gs = malloc(on * 4);
-    CUDA_OK(cudaMemcpy(ri, doi, on * 8, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(rs, dos, on * 4, cudaMemcpyDeviceToHost));
+    GPU_CHECK(cudaMemcpy(ri, doi, on * 8, cudaMemcpyDeviceToHost));
+    GPU_CHECK(cudaMemcpy(rs, dos, on * 4, cudaMemcpyDeviceToHost));
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
     ltk_status cst = LTK_EINTERNAL;
     if (st == LTK_OK) {
-        CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+        GPU_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
         cst = ltk_cuda_knn(&a, &e, ws, wsb);
-        CUDA_OK(cudaStreamEndCapture(s, &g));
+        GPU_CHECK(cudaStreamEndCapture(s, &g));
     }
     int ok = st == LTK_OK && cst == LTK_OK && g && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess;
     for (int rep = 0; ok && rep < 2; rep++) {
-        CUDA_OK(cudaMemsetAsync(doi, 0x7f, on * 8, s));
-        CUDA_OK(cudaMemsetAsync(dos, 0x7f, on * 4, s));
-        CUDA_OK(cudaGraphLaunch(ge, s));
-        CUDA_OK(cudaStreamSynchronize(s));
-        CUDA_OK(cudaMemcpy(gi, doi, on * 8, cudaMemcpyDeviceToHost));
-        CUDA_OK(cudaMemcpy(gs, dos, on * 4, cudaMemcpyDeviceToHost));
+        GPU_CHECK(cudaMemsetAsync(doi, 0x7f, on * 8, s));
+        GPU_CHECK(cudaMemsetAsync(dos, 0x7f, on * 4, s));
+        GPU_CHECK(cudaGraphLaunch(ge, s));
+        GPU_CHECK(cudaStreamSynchronize(s));
+        GPU_CHECK(cudaMemcpy(gi, doi, on * 8, cudaMemcpyDeviceToHost));
+        GPU_CHECK(cudaMemcpy(gs, dos, on * 4, cudaMemcpyDeviceToHost));
         for (size_t i = 0; i < on && ok; i++) ok = gi[i] == ri[i] && t_same_f32(gs[i], rs[i]);
     }
     CHECK(ok, "%s: status %d / %d (%s), replay %s", name, (int)st, (int)cst, ltk_last_error(),
@@ -374,7 +374,8 @@ static void knn_small(void) {
     }
 }
 
-static void knn_full(void) {
+/* The full suite, in parts of under a minute each on an H200 (a hang costs its part alone). */
+static void knn_metrics(void) {
     for (int m = 0; m < 3; m++) {
         kc(5, 3000, 64, 10, B16, m, 0, 0, 0, 0, 1, 0);             /* N <= cap: no sample */
         kc(16, 40000, 128, 100, B16, m, 0, 0, 0, 2, 1, 0);         /* sampled gate */
@@ -383,6 +384,9 @@ static void knn_full(void) {
         kc(3, 25000, 37, 20, F32, m, 0, 1, 2, 0, 1, 0);            /* odd D: element loads */
         kc(4, 20000, 45, 16, B16, m, 4, 3, 0, 0, 1, 0);            /* clustered, odd D */
     }
+}
+
+static void knn_edges(void) {
     kc(70, 20000, 64, 1, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);    /* k = 1, two query blocks */
     kc(2, 1000, 64, 1500, B16, LTK_METRIC_L2, 0, 0, 0, 0, 1, 0);   /* k > N: padding (+inf for L2) */
     kc(2, 1000, 64, 1000, B16, LTK_METRIC_IP, 0, 0, 0, 0, 0, 0);   /* k = N, no scores */
@@ -397,6 +401,9 @@ static void knn_full(void) {
     kc(3, 40000, 64, 3000, B16, LTK_METRIC_L2, 1, 0, 0, 0, 1, 0);
     kc(3, 40000, 64, 100, B16, LTK_METRIC_IP, 3, 0, 0, 0, 1, 0);   /* 8 distinct vectors: heavy ties */
     kc(3, 30000, 64, 50, F32, LTK_METRIC_IP, 2, 0, 0, 0, 1, 0);    /* NaN rows */
+}
+
+static void knn_chunks(void) {
     kc(4, 50000, 64, 200, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 12345); /* corpus in 5 chunks: int64 merge */
     kc(4, 50000, 64, 200, B16, LTK_METRIC_L2, 3, 0, 0, 0, 1, 9000);  /* chunks + ties across chunks */
     kc(1100, 3000, 32, 8, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);   /* two query batches */
@@ -407,6 +414,9 @@ static void knn_full(void) {
     kc(4, 300000, 32, 100, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);
     kc(3, 300000, 16, 50, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);
     kc(16, 40000, 64, 3000, B16, LTK_METRIC_L2, 5, 0, 0, 0, 1, 0);
+}
+
+static void knn_b256(void) {
     /* B >= 256: the sm_90a loop's 128-query items (both math groups on all 256 rows, the last
      * item part padding); each metric, fallback, ties, f16, D = 768 */
     for (int m = 0; m < 3; m++) kc(300, 40000, 128, 100, B16, m, 0, 0, 0, 0, 1, 0);
@@ -414,12 +424,18 @@ static void knn_full(void) {
     kc(257, 40000, 64, 300, F16, LTK_METRIC_L2, 3, 0, 0, 0, 1, 0);  /* heavy ties */
     kc(258, 40000, 64, 500, B16, LTK_METRIC_IP, 5, 0, 0, 0, 1, 0);  /* rows in pairs */
     kc(256, 30000, 768, 64, B16, LTK_METRIC_COS, 0, 0, 0, 0, 1, 0); /* D = 768 */
+}
+
+static void knn_capture(void) {
     /* captured into a CUDA graph: sampled, flat (the fallback inside the graph), a chunk of
      * >= 262,144 rows (whose conditional graph is not used under capture), B >= 256 */
     capture_case(8, 40000, 64, 100, LTK_METRIC_IP, 0);
     capture_case(4, 40000, 64, 100, LTK_METRIC_L2, 1);
     capture_case(16, 300000, 64, 1000, LTK_METRIC_IP, 0);
     capture_case(300, 40000, 128, 64, LTK_METRIC_COS, 0);
+}
+
+static void knn_hooks(void) {
     /* the test hooks: the check and fallback as a graph for every sampled chunk (its body skipped,
      * then run on a flat corpus) */
     tune_with("graph", 1);
@@ -444,7 +460,8 @@ static void knn_full(void) {
     tune_restore();
 }
 
-static const t_test tests[] = {T_ENTRY(knn_small), T_ENTRY(knn_full)};
+static const t_test tests[] = {T_ENTRY(knn_small),   T_ENTRY(knn_metrics), T_ENTRY(knn_edges), T_ENTRY(knn_chunks),
+                               T_ENTRY(knn_b256),    T_ENTRY(knn_capture), T_ENTRY(knn_hooks)};
 
 int main(int argc, char **argv) {
     char small[] = "small";

@@ -3,7 +3,23 @@
  *   test-cuda-select --small    a few small cases (for compute-sanitizer; LTK_TEST_TIMEOUT_S=0 there)
  *   test-cuda-select --bench ROWS COLS K DTYPE [flat] [unsorted] [--json FILE]
  *                               median time of the CUDA select, one JSON line */
-#include "cuda-test-util.h"
+#include "gpu-util.h"
+
+/* The host oracle's ranked entry: score key descending, then the lower index (the ref backend's
+ * order; ltk_rank_key makes -0 == +0 and NaN last). */
+typedef struct {
+    uint32_t key;
+    int64_t idx;
+} hent;
+static int cmp_hent(const void *pa, const void *pb) {
+    const hent *a = pa, *b = pb;
+    if (a->key != b->key) return a->key > b->key ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 
 enum { G_RANDN, G_FLAT, G_FEW, G_BUCKET, G_SPECIAL, G_ASC, G_DESC, G_NANHEAVY, G_NGEN };
 static const char *gen_name[] = {"randn", "flat", "few", "bucket", "special", "asc", "desc", "nanheavy"};
@@ -83,12 +99,12 @@ static void run_case(const scase *c) {
     size_t on = (size_t)(c->rows * ostride) + 64;
     int32_t *oi = malloc(on * 4);
     float *os = malloc(on * 4);
-    void *dsc = dupload(h, nel * es);
-    int32_t *ds = hs ? dupload(hs, (size_t)c->rows * 4) : NULL, *de = he ? dupload(he, (size_t)c->rows * 4) : NULL;
-    int32_t *doi = dmalloc(on * 4);
-    float *dos = dmalloc(on * 4);
-    CUDA_OK(cudaMemset(doi, 0x7f, on * 4));
-    CUDA_OK(cudaMemset(dos, 0x7f, on * 4));
+    void *dsc = gu_upload(h, nel * es);
+    int32_t *ds = hs ? gu_upload(hs, (size_t)c->rows * 4) : NULL, *de = he ? gu_upload(he, (size_t)c->rows * 4) : NULL;
+    int32_t *doi = gu_alloc(on * 4);
+    float *dos = gu_alloc(on * 4);
+    GPU_CHECK(cudaMemset(doi, 0x7f, on * 4));
+    GPU_CHECK(cudaMemset(dos, 0x7f, on * 4));
     ltk_select_args a;
     memset(&a, 0, sizeof a);
     a.rows = c->rows;
@@ -111,18 +127,18 @@ static void run_case(const scase *c) {
     e.stats = &st;
     size_t wsb = 0;
     ltk_status s = ltk_cuda_select_workspace(&a, &e, &wsb);
-    void *ws = dmalloc(wsb);
-    CUDA_OK(cudaMemset(ws, 0xa5, wsb)); /* the select must not rely on a zeroed workspace */
+    void *ws = gu_alloc(wsb);
+    GPU_CHECK(cudaMemset(ws, 0xa5, wsb)); /* the select must not rely on a zeroed workspace */
     if (s == LTK_OK) s = ltk_cuda_select(&a, &e, ws, wsb);
-    CUDA_OK(cudaDeviceSynchronize());
+    GPU_CHECK(cudaDeviceSynchronize());
     g_last_stats = st;
     char name[256];
     snprintf(name, sizeof name, "rows=%lld cols=%lld k=%lld %s dt=%d ranges=%d pad=%lld opad=%lld flags=%u scores=%d",
              (long long)c->rows, (long long)c->cols, (long long)c->k, gen_name[c->gen], c->dtype, c->ranges,
              (long long)c->pad, (long long)c->opad, c->flags, c->scores);
     CHECK(s == LTK_OK, "%s: status %d", name, (int)s);
-    CUDA_OK(cudaMemcpy(oi, doi, on * 4, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(os, dos, on * 4, cudaMemcpyDeviceToHost));
+    GPU_CHECK(cudaMemcpy(oi, doi, on * 4, cudaMemcpyDeviceToHost));
+    GPU_CHECK(cudaMemcpy(os, dos, on * 4, cudaMemcpyDeviceToHost));
     /* oracle */
     hent *ent = malloc(sizeof(hent) * (size_t)(c->cols + 1));
     int bad = 0;
@@ -268,7 +284,7 @@ static int bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     }
     size_t es = esz(dt), nel = (size_t)rows * (size_t)cols;
-    void *dsc = dmalloc(nel * es);
+    void *dsc = gu_alloc(nel * es);
     /* fill on the host in slices (random, or flat) */
     size_t slice = (size_t)1 << 24;
     unsigned char *h = malloc(slice * es);
@@ -280,11 +296,11 @@ static int bench(int argc, char **argv) {
             else if (dt == LTK_DTYPE_F16) ((uint16_t *)h)[j] = t_f32_f16(v);
             else ((uint16_t *)h)[j] = t_f32_bf16(v);
         }
-        CUDA_OK(cudaMemcpy((char *)dsc + o * es, h, m * es, cudaMemcpyHostToDevice));
+        GPU_CHECK(cudaMemcpy((char *)dsc + o * es, h, m * es, cudaMemcpyHostToDevice));
     }
     free(h);
-    int32_t *doi = dmalloc((size_t)rows * k * 4);
-    float *dos = dmalloc((size_t)rows * k * 4);
+    int32_t *doi = gu_alloc((size_t)rows * k * 4);
+    float *dos = gu_alloc((size_t)rows * k * 4);
     ltk_select_args a;
     memset(&a, 0, sizeof a);
     a.rows = rows;
@@ -301,18 +317,18 @@ static int bench(int argc, char **argv) {
     memset(&e, 0, sizeof e);
     size_t wsb = 0;
     if (ltk_cuda_select_workspace(&a, &e, &wsb) != LTK_OK) return 2;
-    void *ws = dmalloc(wsb);
+    void *ws = gu_alloc(wsb);
     cudaEvent_t ev0, ev1;
-    CUDA_OK(cudaEventCreate(&ev0));
-    CUDA_OK(cudaEventCreate(&ev1));
+    GPU_CHECK(cudaEventCreate(&ev0));
+    GPU_CHECK(cudaEventCreate(&ev1));
     int reps = rows * cols > ((int64_t)1 << 31) ? 7 : 30;
     double t[64];
     for (int i = 0; i < 3; i++) ltk_cuda_select(&a, &e, ws, wsb);
     for (int i = 0; i < reps; i++) {
-        CUDA_OK(cudaEventRecord(ev0, 0));
+        GPU_CHECK(cudaEventRecord(ev0, 0));
         ltk_status s = ltk_cuda_select(&a, &e, ws, wsb);
-        CUDA_OK(cudaEventRecord(ev1, 0));
-        CUDA_OK(cudaEventSynchronize(ev1));
+        GPU_CHECK(cudaEventRecord(ev1, 0));
+        GPU_CHECK(cudaEventSynchronize(ev1));
         if (s != LTK_OK) return 2;
         t[i] = now_ms_events(ev0, ev1);
     }
@@ -349,8 +365,8 @@ static void determinism(void) {
     int64_t cols = 500000, k = 3000;
     float *h = malloc(sizeof(float) * (size_t)cols);
     for (int64_t j = 0; j < cols; j++) h[j] = (float)(rng_u64() % 50);
-    float *d = dupload(h, sizeof(float) * (size_t)cols);
-    int32_t *o1 = dmalloc((size_t)k * 4), *o2 = dmalloc((size_t)k * 4);
+    float *d = gu_upload(h, sizeof(float) * (size_t)cols);
+    int32_t *o1 = gu_alloc((size_t)k * 4), *o2 = gu_alloc((size_t)k * 4);
     int32_t *h1 = malloc((size_t)k * 4), *h2 = malloc((size_t)k * 4);
     ltk_select_args a;
     memset(&a, 0, sizeof a);
@@ -365,13 +381,13 @@ static void determinism(void) {
     memset(&e, 0, sizeof e);
     size_t wsb = 0;
     ltk_cuda_select_workspace(&a, &e, &wsb);
-    void *ws = dmalloc(wsb);
+    void *ws = gu_alloc(wsb);
     a.out_idx = o1;
     ltk_cuda_select(&a, &e, ws, wsb);
     a.out_idx = o2;
     ltk_cuda_select(&a, &e, ws, wsb);
-    CUDA_OK(cudaMemcpy(h1, o1, (size_t)k * 4, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(h2, o2, (size_t)k * 4, cudaMemcpyDeviceToHost));
+    GPU_CHECK(cudaMemcpy(h1, o1, (size_t)k * 4, cudaMemcpyDeviceToHost));
+    GPU_CHECK(cudaMemcpy(h2, o2, (size_t)k * 4, cudaMemcpyDeviceToHost));
     CHECK(!memcmp(h1, h2, (size_t)k * 4), "determinism: two runs differ");
     /* ties at k: every selected entry is 49 and the indices are the lowest ones */
     int ok = 1;
