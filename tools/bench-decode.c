@@ -111,9 +111,8 @@ int bench_decode_main(int argc, char **argv) {
         {"--physical", NULL, CLI_FLAG, &physical, NULL, "physical slots out (SGLang) instead of positions", 0, 0, 0},
     };
     bench_common c;
-    int rc = bench_parse(cmd, decode_usage, decode_about, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), &c);
-    if (rc < 0) return CLI_EXIT_OK;
-    if (rc) return rc;
+    BENCH_PARSE(cmd, decode_usage, decode_about, opts, &c);
+    int rc;
     bench_env env;
     if ((rc = bench_env_init(cmd, &c, 0, &env)) != CLI_EXIT_OK) return rc;
     int64_t k = c.k < 0 ? 2048 : c.k;

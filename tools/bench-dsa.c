@@ -66,9 +66,8 @@ int bench_dsa_main(int argc, char **argv) {
         {"--cold", NULL, CLI_FLAG, &cold, NULL, "no hot-set state between chunks", 0, 0, 0},
     };
     bench_common c;
-    int rc = bench_parse(cmd, dsa_usage, dsa_about, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), &c);
-    if (rc < 0) return CLI_EXIT_OK;
-    if (rc) return rc;
+    BENCH_PARSE(cmd, dsa_usage, dsa_about, opts, &c);
+    int rc;
     ltk_dtype dtype;
     if (!cli_parse_dtype(dtype_s, &dtype) || dtype == LTK_DTYPE_F16)
         return cli_usage_error(cmd, "dtype '%s': the indexer takes e4m3, bf16 or f32", dtype_s);

@@ -93,9 +93,8 @@ int bench_knn_main(int argc, char **argv) {
         {"--queries", NULL, CLI_STR, &query_path, "FILE", "load query vectors instead of generating", 0, 0, 0},
     };
     bench_common c;
-    int rc = bench_parse(cmd, knn_usage, knn_about, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), &c);
-    if (rc < 0) return CLI_EXIT_OK;
-    if (rc) return rc;
+    BENCH_PARSE(cmd, knn_usage, knn_about, opts, &c);
+    int rc;
     ltk_dtype dtype;
     ltk_metric metric;
     if (!cli_parse_dtype(dtype_s, &dtype) || dtype == LTK_DTYPE_E4M3)

@@ -40,9 +40,8 @@ int bench_select_main(int argc, char **argv) {
         {"--dist", NULL, CLI_STR, &dist_s, "NAME", "dsa (default), normal, offset (N(0,1)+100) or ties", 0, 0, 0},
     };
     bench_common c;
-    int rc = bench_parse(cmd, select_usage, select_about, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), &c);
-    if (rc < 0) return CLI_EXIT_OK;
-    if (rc) return rc;
+    BENCH_PARSE(cmd, select_usage, select_about, opts, &c);
+    int rc;
     ltk_dtype dtype;
     if (!cli_parse_dtype(dtype_s, &dtype) || dtype == LTK_DTYPE_E4M3)
         return cli_usage_error(cmd, "dtype '%s': select takes f32, f16 or bf16", dtype_s);

@@ -59,6 +59,13 @@ int bench_parse(const char *cmd, const char *usage, const char *about, int argc,
 /* The environment from the common options: algos, backend (resolved unless no_backend: a dump-only
  * run), reps and warm-up defaults by device. CLI_EXIT_OK or an exit code. */
 int bench_env_init(const char *cmd, const bench_common *c, int no_backend, bench_env *env);
+/* In an operation's main(argc, argv): parse its options array and the common ones into *c, and
+ * return from main on --help (0) or bad usage. */
+#define BENCH_PARSE(cmd, usage, about, opts, c)                                                               \
+    do {                                                                                                      \
+        int rc_ = bench_parse(cmd, usage, about, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), c);   \
+        if (rc_) return rc_ < 0 ? CLI_EXIT_OK : rc_;                                                          \
+    } while (0)
 
 int bench_all(const bench_env *env, bench_op *op);
 

@@ -266,16 +266,19 @@ def _outputs2(out, names, shapes, dnames, ctx, rows, k):
     return res
 
 
-def _index_outputs(out, return_scores):
-    """out= of the indexer-family calls: None, an indices array, or (indices, scores); passing scores
-    asks for them."""
+def _index_outputs(out, return_scores, ctx, rows, topk):
+    """The (indices, scores) outputs of the indexer-family calls, validated or allocated: out= may be
+    None, an indices array, or (indices, scores); passing scores asks for them."""
     if out is None:
-        return (None, None), return_scores
-    if isinstance(out, (tuple, list)):
+        out = (None, None)
+    elif isinstance(out, (tuple, list)):
         if len(out) != 2:
             raise ValueError("out: expected (indices, scores)")
-        return tuple(out), return_scores or out[1] is not None
-    return (out, None), return_scores
+        return_scores = return_scores or out[1] is not None
+    else:
+        out = (out, None)
+    shapes = ((rows, topk), (rows, topk) if return_scores else None)
+    return _outputs2(out, ("out indices", "out scores"), shapes, ("int32", "float32"), ctx, rows, topk)
 
 
 def _row_stride(*arrs):
@@ -331,9 +334,7 @@ def _indexer_prepare(q, kv, kv_scale, weights, ks, ke, topk, relative, sorted_, 
         raise TypeError("state must be a litetopk.IndexerState")
     ctx = _Ctx(device, backend, algo, num_threads, stream, qa, state)
 
-    out, return_scores = _index_outputs(out, return_scores)
-    ia, sca = _outputs2(out, ("out indices", "out scores"), ((T, topk), (T, topk) if return_scores else None),
-                        ("int32", "float32"), ctx, T, topk)
+    ia, sca = _index_outputs(out, return_scores, ctx, T, topk)
 
     a = _ffi.ltk_indexer_args()
     a.T, a.S, a.H, a.D, a.k = T, S, H, D, topk
@@ -561,9 +562,7 @@ def _decode_prepare(q, kv_cache, weights, lens, block_table, topk, block_kv, max
     _inner_contig(wa, (1,))
     device = same_device([qa, ca, wa, la, ta])
     ctx = _Ctx(device, backend, algo, num_threads, stream, qa)
-    out, return_scores = _index_outputs(out, return_scores)
-    ia, sca = _outputs2(out, ("out indices", "out scores"), ((rows, topk), (rows, topk) if return_scores else None),
-                        ("int32", "float32"), ctx, rows, topk)
+    ia, sca = _index_outputs(out, return_scores, ctx, rows, topk)
     a = _ffi.ltk_decode_args()
     a.B, a.next_n, a.H, a.D, a.k = B, next_n, H, D, topk
     a.dtype = code
@@ -1171,12 +1170,10 @@ def _prefill_prepare(q, kv, kv_scale, weights, topk, m, chunk, sample_size, sort
         raise TypeError("callback must be callable")
     if not store and callback is None:
         raise ValueError("store=False needs a callback: the results would be lost")
-    out, return_scores = _index_outputs(out, return_scores)
     if store:
-        ia, sca = _outputs2(out, ("out indices", "out scores"), ((L, topk), (L, topk) if return_scores else None),
-                            ("int32", "float32"), ctx, L, topk)
+        ia, sca = _index_outputs(out, return_scores, ctx, L, topk)
     else:
-        if out[0] is not None or return_scores:
+        if out is not None or return_scores:
             raise ValueError("store=False writes no outputs: drop out= and return_scores")
         ia = sca = None
     a = _ffi.ltk_prefill_args()
