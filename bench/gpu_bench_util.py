@@ -21,6 +21,15 @@ from litetopk import _ffi  # noqa: E402
 DT = {torch.float32: _ffi.DTYPE_F32, torch.float16: _ffi.DTYPE_F16, torch.bfloat16: _ffi.DTYPE_BF16}
 
 
+def _set_outputs(a, out_idx, out_scores, flags):
+    """The output fields and flags the kNN and select argument structs share."""
+    a.out_idx = out_idx.data_ptr()
+    a.out_scores = out_scores.data_ptr() if out_scores is not None else None
+    a.out_stride = out_idx.stride(0)
+    a.flags = flags
+    return a
+
+
 def knn_args(q, x, k, out_idx, out_scores=None, metric="ip", flags=0):
     """ltk_knn_args of torch tensors: queries q [B, D], corpus x [N, D], outputs [B, k]."""
     a = _ffi.ltk_knn_args()
@@ -31,11 +40,7 @@ def knn_args(q, x, k, out_idx, out_scores=None, metric="ip", flags=0):
     a.metric = _ffi.METRICS[metric]
     a.queries, a.q_stride = q.data_ptr(), q.stride(0)
     a.base, a.base_stride = x.data_ptr(), x.stride(0)
-    a.out_idx = out_idx.data_ptr()
-    a.out_scores = out_scores.data_ptr() if out_scores is not None else None
-    a.out_stride = out_idx.stride(0)
-    a.flags = flags
-    return a
+    return _set_outputs(a, out_idx, out_scores, flags)
 
 
 def select_args(scores, k, out_idx, out_scores=None, flags=0):
@@ -45,11 +50,7 @@ def select_args(scores, k, out_idx, out_scores=None, flags=0):
     a.k = k
     a.dtype = DT[scores.dtype]
     a.scores, a.row_stride = scores.data_ptr(), scores.stride(0)
-    a.out_idx = out_idx.data_ptr()
-    a.out_scores = out_scores.data_ptr() if out_scores is not None else None
-    a.out_stride = out_idx.stride(0)
-    a.flags = flags
-    return a
+    return _set_outputs(a, out_idx, out_scores, flags)
 
 
 class GpuCalls:

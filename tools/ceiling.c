@@ -34,11 +34,31 @@ typedef cublasStatus_t (*matmul_fn)(cublasLtHandle_t, cublasLtMatmulDesc_t, cons
                                     const void *, cublasLtMatrixLayout_t, void *, cublasLtMatrixLayout_t,
                                     const cublasLtMatmulAlgo_t *, void *, size_t, cudaStream_t);
 
-static void *sym(void *h, const char *name, int *missing) {
-    void *p = dlsym(h, name);
-    if (!p) *missing = 1;
-    return p;
-}
+/* the cuBLASLt entry points, in the order of lt_names: loaded as one table (dlsym gives void *) */
+enum { LT_NFUNCS = 12 };
+typedef union {
+    void *p[LT_NFUNCS];
+    struct lt_fns {
+        create_fn create;
+        destroy_fn destroy;
+        desc_create_fn d_create;
+        desc_destroy_fn d_destroy;
+        desc_set_fn d_set;
+        layout_create_fn l_create;
+        layout_destroy_fn l_destroy;
+        pref_create_fn p_create;
+        pref_destroy_fn p_destroy;
+        pref_set_fn p_set;
+        heur_fn heur;
+        matmul_fn matmul;
+    } f;
+} lt_api;
+static const char *const lt_names[LT_NFUNCS] = {
+    "cublasLtCreate", "cublasLtDestroy", "cublasLtMatmulDescCreate", "cublasLtMatmulDescDestroy",
+    "cublasLtMatmulDescSetAttribute", "cublasLtMatrixLayoutCreate", "cublasLtMatrixLayoutDestroy",
+    "cublasLtMatmulPreferenceCreate", "cublasLtMatmulPreferenceDestroy", "cublasLtMatmulPreferenceSetAttribute",
+    "cublasLtMatmulAlgoGetHeuristic", "cublasLtMatmul"};
+_Static_assert(sizeof(((lt_api *)0)->f) == sizeof(((lt_api *)0)->p), "one pointer per entry point");
 #endif
 
 ltk_status devmem_fp8_gemm_tflops(double seconds, double *tflops) {
@@ -47,23 +67,15 @@ ltk_status devmem_fp8_gemm_tflops(double seconds, double *tflops) {
     void *h = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
     if (!h) h = dlopen("libcublasLt.so", RTLD_NOW | RTLD_LOCAL);
     if (!h) return tool_fail(LTK_EUNSUPPORTED, "cuBLASLt not found (%s): no FP8 GEMM ceiling", dlerror());
-    int missing = 0;
-    create_fn lt_create = (create_fn)sym(h, "cublasLtCreate", &missing);
-    destroy_fn lt_destroy = (destroy_fn)sym(h, "cublasLtDestroy", &missing);
-    desc_create_fn d_create = (desc_create_fn)sym(h, "cublasLtMatmulDescCreate", &missing);
-    desc_destroy_fn d_destroy = (desc_destroy_fn)sym(h, "cublasLtMatmulDescDestroy", &missing);
-    desc_set_fn d_set = (desc_set_fn)sym(h, "cublasLtMatmulDescSetAttribute", &missing);
-    layout_create_fn l_create = (layout_create_fn)sym(h, "cublasLtMatrixLayoutCreate", &missing);
-    layout_destroy_fn l_destroy = (layout_destroy_fn)sym(h, "cublasLtMatrixLayoutDestroy", &missing);
-    pref_create_fn p_create = (pref_create_fn)sym(h, "cublasLtMatmulPreferenceCreate", &missing);
-    pref_destroy_fn p_destroy = (pref_destroy_fn)sym(h, "cublasLtMatmulPreferenceDestroy", &missing);
-    pref_set_fn p_set = (pref_set_fn)sym(h, "cublasLtMatmulPreferenceSetAttribute", &missing);
-    heur_fn heur = (heur_fn)sym(h, "cublasLtMatmulAlgoGetHeuristic", &missing);
-    matmul_fn matmul = (matmul_fn)sym(h, "cublasLtMatmul", &missing);
+    lt_api api;
+    const char *missing = NULL;
+    for (int i = 0; i < LT_NFUNCS; i++)
+        if (!(api.p[i] = dlsym(h, lt_names[i])) && !missing) missing = lt_names[i];
     if (missing) {
         dlclose(h);
-        return tool_fail(LTK_EUNSUPPORTED, "cuBLASLt lacks a function the ceiling needs");
+        return tool_fail(LTK_EUNSUPPORTED, "cuBLASLt lacks %s, which the ceiling needs", missing);
     }
+    const struct lt_fns F = api.f;
     /* 8192^3 (1.1 TFLOP a product, ~1 ms): big enough that launch gaps do not count */
     const int M = 8192, N = 8192, K = 8192;
     const size_t ws_bytes = (size_t)32 << 20;
@@ -102,12 +114,13 @@ ltk_status devmem_fp8_gemm_tflops(double seconds, double *tflops) {
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N; /* FP8 on Hopper: A transposed, B not */
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    if (lt_create(&lt) || d_create(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) ||
-        d_set(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) || d_set(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) ||
-        l_create(&la, CUDA_R_8F_E4M3, K, M, K) || l_create(&lb, CUDA_R_8F_E4M3, K, N, K) ||
-        l_create(&lc, CUDA_R_16BF, M, N, M) || p_create(&pref) ||
-        p_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes) ||
-        heur(lt, op, la, lb, lc, lc, pref, 1, &res, &found) || found < 1) {
+    if (F.create(&lt) || F.d_create(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) ||
+        F.d_set(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) ||
+        F.d_set(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) ||
+        F.l_create(&la, CUDA_R_8F_E4M3, K, M, K) || F.l_create(&lb, CUDA_R_8F_E4M3, K, N, K) ||
+        F.l_create(&lc, CUDA_R_16BF, M, N, M) || F.p_create(&pref) ||
+        F.p_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes) ||
+        F.heur(lt, op, la, lb, lc, lc, pref, 1, &res, &found) || found < 1) {
         st = tool_fail(LTK_EUNSUPPORTED, "cuBLASLt has no FP8 GEMM for this device");
         goto done;
     }
@@ -120,7 +133,7 @@ ltk_status devmem_fp8_gemm_tflops(double seconds, double *tflops) {
         if (phase) cudaEventRecord(e0, 0);
         while (devmem_now_s() < until && st == LTK_OK) {
             for (int i = 0; i < 20; i++)
-                if (matmul(lt, op, &alpha, A, la, B, lb, &beta, C, lc, C, lc, &res.algo, ws, ws_bytes, 0)) {
+                if (F.matmul(lt, op, &alpha, A, la, B, lb, &beta, C, lc, C, lc, &res.algo, ws, ws_bytes, 0)) {
                     st = tool_fail(LTK_ECUDA, "cublasLtMatmul failed");
                     break;
                 }
@@ -138,12 +151,12 @@ ltk_status devmem_fp8_gemm_tflops(double seconds, double *tflops) {
     }
     if (st == LTK_OK && ms_total > 0) *tflops = flop * (double)n / (ms_total * 1e-3) / 1e12;
 done:
-    if (pref) p_destroy(pref);
-    if (lc) l_destroy(lc);
-    if (lb) l_destroy(lb);
-    if (la) l_destroy(la);
-    if (op) d_destroy(op);
-    if (lt) lt_destroy(lt);
+    if (pref) F.p_destroy(pref);
+    if (lc) F.l_destroy(lc);
+    if (lb) F.l_destroy(lb);
+    if (la) F.l_destroy(la);
+    if (op) F.d_destroy(op);
+    if (lt) F.destroy(lt);
     if (e0) cudaEventDestroy(e0);
     if (e1) cudaEventDestroy(e1);
     cudaFree(A), cudaFree(B), cudaFree(C), cudaFree(ws);

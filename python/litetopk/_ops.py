@@ -288,6 +288,14 @@ def _row_stride(*arrs):
     return 0
 
 
+def _set_inputs(a, qa, kva, sa, wa):
+    """The q, kv, kv_scale and weights fields the indexer and prefill argument structs share."""
+    a.q, a.q_stride_t = qa.ptr or None, qa.stride(0)
+    a.kv, a.kv_stride_s = kva.ptr or None, kva.stride(0)
+    a.kv_scale = sa.ptr if sa is not None and sa.ptr else None
+    a.weights, a.w_stride_t = wa.ptr or None, wa.stride(0)
+
+
 # ---- indexer ---------------------------------------------------------------------------------------
 def _indexer_prepare(q, kv, kv_scale, weights, ks, ke, topk, relative, sorted_, return_scores, state, out,
                      backend, algo, dtype, num_threads, stream):
@@ -339,10 +347,7 @@ def _indexer_prepare(q, kv, kv_scale, weights, ks, ke, topk, relative, sorted_, 
     a = _ffi.ltk_indexer_args()
     a.T, a.S, a.H, a.D, a.k = T, S, H, D, topk
     a.dtype = qcode
-    a.q, a.q_stride_t = qa.ptr or None, qa.stride(0)
-    a.kv, a.kv_stride_s = kva.ptr or None, kva.stride(0)
-    a.kv_scale = sa.ptr if sa is not None and sa.ptr else None
-    a.weights, a.w_stride_t = wa.ptr or None, wa.stride(0)
+    _set_inputs(a, qa, kva, sa, wa)
     a.ks = ksa.ptr if ksa is not None else None
     a.ke = kea.ptr if kea is not None else None
     a.out_idx = ia.ptr or None
@@ -1179,10 +1184,7 @@ def _prefill_prepare(q, kv, kv_scale, weights, topk, m, chunk, sample_size, sort
     a = _ffi.ltk_prefill_args()
     a.L, a.m, a.H, a.D, a.k = L, m, H, D, topk
     a.dtype = code
-    a.q, a.q_stride_t = qa.ptr or None, qa.stride(0)
-    a.kv, a.kv_stride_s = kva.ptr or None, kva.stride(0)
-    a.kv_scale = sa.ptr if sa is not None and sa.ptr else None
-    a.weights, a.w_stride_t = wa.ptr or None, wa.stride(0)
+    _set_inputs(a, qa, kva, sa, wa)
     a.chunk, a.sample_size = chunk, sample_size  # 0: the driver's defaults (8192 rows, 3 * topk)
     a.out_idx = ia.ptr if ia is not None and ia.ptr else None
     a.out_scores = sca.ptr if sca is not None and sca.ptr else None
