@@ -18,7 +18,7 @@
  * where no predicted start exists; there the start is the larger k-th best of the cold and hot
  * parts. The hot-set vote counts keys instead of sorting T k of them (vote_counting).
  */
-#include "cpu-impl.h"
+#include "row.h"
 #include "ltk-tune.h"
 
 #include <math.h>

@@ -48,7 +48,7 @@
  * start, the bin of the sample's k-th best (a subset's k-th best is <= the row's), and counted in
  * fallback_rows; its candidates/compactions stats add both passes.
  */
-#include "cpu-impl.h"
+#include "row.h"
 #include "ltk-tune.h"
 
 #include <math.h>

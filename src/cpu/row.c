@@ -1,6 +1,6 @@
 /* Per-row gate state: bins from the sample, threshold refresh, overflow (tighten and compact,
  * then exact compaction), and the final exact select of the candidates (docs/design.md 1-5). */
-#include "cpu-impl.h"
+#include "row.h"
 
 #include <math.h>
 #include <string.h>
