@@ -219,7 +219,7 @@ static ltk_status check_decode_host(const ltk_decode_args *a) {
         int64_t need = 0; /* positions request b reads: the longest of its rows */
         for (int32_t r = 0; r < a->next_n; r++) {
             const int64_t t = b * a->next_n + r;
-            const int64_t n = a->lens ? (int64_t)a->lens[t] : (int64_t)a->seq_lens[b] - a->next_n + r + 1;
+            const int64_t n = ltk_decode_len_given(a, t);
             LTK_RETURN_IF(a->lens && n < 0, LTK_EINVAL, "lens[%lld] = %lld < 0", (long long)t, (long long)n);
             LTK_RETURN_IF(n > a->max_len, LTK_EINVAL, "row %lld: length %lld exceeds max_len = %d (the table holds %lld)",
                           (long long)t, (long long)n, a->max_len, (long long)a->max_blocks * a->block_kv);

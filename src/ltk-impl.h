@@ -85,11 +85,15 @@ typedef struct ltk_backend_i {
     ltk_status (*decode)(const ltk_decode_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
 } ltk_backend_i;
 
-/* Decode helpers every backend shares (the resolved args of the front end). The length of row t:
- * lens[t], or seq_lens[b] - next_n + r + 1, clamped to [0, max_len] (host backends have checked it). */
+/* Decode helpers every backend shares (the resolved args of the front end). The length of row t
+ * as given: lens[t], or seq_lens[b] - next_n + r + 1 (the front end checks it for host backends). */
+static inline int64_t ltk_decode_len_given(const ltk_decode_args *a, int64_t t) {
+    return a->lens ? (int64_t)a->lens[t]
+                   : (int64_t)a->seq_lens[t / a->next_n] - a->next_n + (int32_t)(t % a->next_n) + 1;
+}
+/* ... clamped to [0, max_len]: what the backends read */
 static inline int32_t ltk_decode_len(const ltk_decode_args *a, int64_t t) {
-    int64_t n = a->lens ? (int64_t)a->lens[t]
-                        : (int64_t)a->seq_lens[t / a->next_n] - a->next_n + (int32_t)(t % a->next_n) + 1;
+    const int64_t n = ltk_decode_len_given(a, t);
     return (int32_t)(n < 0 ? 0 : n > a->max_len ? a->max_len : n);
 }
 /* The block holding position i of request b, and where its keys and scales are. */

@@ -68,7 +68,7 @@ static ltk_indexer_args chunk_args(const dsa_inputs *in, const dsa_path *p, int6
 /* k' = 3k hot keys, as the LiteTopK paper samples, capped by the API limit (1 << 20). */
 int32_t dsa_hot_capacity(int32_t k) {
     int64_t sample = 3 * (int64_t)k;
-    return (int32_t)(sample < (1 << 20) ? sample : (1 << 20));
+    return (int32_t)(sample < LTK_STATE_MAX_SIZE ? sample : LTK_STATE_MAX_SIZE);
 }
 
 ltk_status dsa_path_init(const dsa_inputs *in, ltk_backend backend, ltk_algo algo, int32_t threads, int use_state,
