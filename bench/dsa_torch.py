@@ -18,7 +18,6 @@ Checks: litetopk fused == materialize (bit-exact sets); the torch baseline's set
 litetopk's (recall: its logits are computed in a different order, so near-ties may differ).
 """
 import argparse
-import json
 import os
 import sys
 
@@ -30,6 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import litetopk  # noqa: E402
 from gpu_bench_util import time_ms  # noqa: E402  (CUDA-event median)
+from benchio import emit_jsonl  # noqa: E402
 
 
 @triton.jit
@@ -173,11 +173,7 @@ def main():
                 r["speedup_vs_torch"] = base["torch"] / r["median_ms"]
                 r["speedup_vs_materialize"] = base["materialize"] / r["median_ms"]
                 r["fused_over_score_only"] = r["median_ms"] / base["score_only"]
-            line = json.dumps(r)
-            print(line, flush=True)
-            if out:
-                out.write(line + "\n")
-                out.flush()
+            emit_jsonl(r, out)
         del q, kv, ksc, w, ks, ke, tout, logits, res
         torch.cuda.empty_cache()
 

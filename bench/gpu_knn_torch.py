@@ -20,6 +20,7 @@ import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from gpu_bench_util import GpuCalls, commit, copy_gbps, time_ms  # noqa: E402
+from benchio import emit_jsonl  # noqa: E402
 from litetopk import _ffi  # noqa: E402  (python/ put on sys.path by gpu_bench_util)
 
 # the main loop this process runs (the tune table's rule for LTK_CUDA_PORTABLE: set and not "0")
@@ -63,12 +64,8 @@ def main():
         r.update(op="knn", backend="cuda", D=D, dtype="bf16", metric="ip", device=dev, commit=commit(), copy_GBps=cg,
                  gemm_TFLOPs=tf, harness="bench/gpu_knn_torch.py")
         r["floor_ms"] = r["N"] * D * 2 / (cg * 1e6)
-        line = json.dumps(r)
-        print(line, flush=True)
         recs.append(r)
-        if out:
-            out.write(line + "\n")
-            out.flush()
+        emit_jsonl(r, out)
 
     for N in (Ns if not args.sweep_only else []):
         x = xall[:N]

@@ -8,13 +8,13 @@ torch.topk's value set (the k-th value and the count above it) before timing.
   python3 bench/gpu_select_torch.py --json bench/results/h200/select.jsonl [--quick]
 """
 import argparse
-import json
 import sys
 
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from gpu_bench_util import GpuCalls, commit, time_ms  # noqa: E402
+from benchio import emit_jsonl  # noqa: E402
 from litetopk import _ffi  # noqa: E402  (python/ put on sys.path by gpu_bench_util)
 
 SHAPES = [  # rows, cols, k, dtype
@@ -77,11 +77,7 @@ def main():
                          input=inp, device=dev, commit=commit(), harness="bench/gpu_select_torch.py", GBps=rows * cols * x.element_size() / (r["median_ms"] * 1e6))
                 if r["algo"] == "radix":
                     r["speedup_vs_torch"] = tt[r["sorted"]] / r["median_ms"]
-                line = json.dumps(r)
-                print(line, flush=True)
-                if out:
-                    out.write(line + "\n")
-                    out.flush()
+                emit_jsonl(r, out)
             del x, oi, os_
             torch.cuda.empty_cache()
 
