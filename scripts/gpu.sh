@@ -36,10 +36,10 @@ if [ "$MODE" = prepare ]; then
   B=${B:-build-h200}
   cmake -S . -B "$B" -DLTK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$B" -j "$(nproc)" --target test-cuda-indexer bench-cuda-indexer litetopk litetopk_cli \
-    test-cuda-select test-cuda-knn 2>&1 | grep -E "error|warning" || true
+    test-cuda-select test-cuda-knn test-cuda-decode 2>&1 | grep -E "error|warning" || true
   rm -rf gpu-bin && mkdir -p gpu-bin/lib
   for f in "$B"/tests/cuda/test-cuda-indexer "$B"/tests/cuda/bench-cuda-indexer "$B"/tests/cuda/test-cuda-select \
-           "$B"/tests/cuda/test-cuda-knn "$B"/tools/litetopk "$B"/liblitetopk.so; do
+           "$B"/tests/cuda/test-cuda-knn "$B"/tests/cuda/test-cuda-decode "$B"/tools/litetopk "$B"/liblitetopk.so; do
     [ -f "$f" ] && cp "$f" gpu-bin/ && strip --strip-unneeded "gpu-bin/$(basename "$f")"
   done
   cp "$(gcc -print-file-name=libgomp.so.1)" gpu-bin/lib/ 2>/dev/null || true
@@ -130,6 +130,40 @@ if [ "$MODE" = cases ]; then
   run_cases
   step "done"
   tail -40 "$SUM"
+  exit 0
+fi
+
+if [ "$MODE" = decode ]; then
+  # the decode operation: its GPU tests (sm_90a, then the portable kernel on the small cases), the
+  # sanitizers on the small cases, then DECODE_BENCH=1: `litetopk bench decode` over DECODE_GRID
+  # (lines "B ctx next_n [mixed]"), fused and materialize, JSON lines in $OUT/decode.jsonl
+  if [ -z "${SKIP_TESTS:-}" ]; then
+    step "decode tests"
+    LTK_TEST_TIMEOUT_S=${LTK_TEST_TIMEOUT_S_DECODE:-240} timeout $(tmo 330) "$BIN/test-cuda-decode" >"$OUT/test.log" 2>&1
+    note "decode tests rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
+    grep -E "WATCHDOG|^\[ (FAIL|TIME|CRASH|ERROR)|FAIL " "$OUT/test.log" | head -24 | tee -a "$SUM"
+    step "decode tests, portable kernel"
+    LTK_CUDA_PORTABLE=1 timeout $(tmo 120) "$BIN/test-cuda-decode" small >>"$OUT/test.log" 2>&1
+    note "portable small rc=$?: $(grep -E 'passed,' "$OUT/test.log" | tail -1)"
+    for tool in memcheck racecheck; do
+      step "compute-sanitizer $tool (small)"
+      LTK_TEST_TIMEOUT_S=0 timeout $(tmo 150) compute-sanitizer --tool $tool --error-exitcode 9 \
+        "$BIN/test-cuda-decode" small >>"$OUT/sanitizer.log" 2>&1
+      note "$tool rc=$?: $(grep -E 'ERROR SUMMARY|passed,' "$OUT/sanitizer.log" | tail -2 | tr '\n' ' ')"
+    done
+  fi
+  if [ -n "${DECODE_BENCH:-}" ]; then
+    while read -r b ctx nn mix; do
+      [ -z "$b" ] && continue
+      step "bench decode B=$b ctx=$ctx next_n=$nn ${mix:-}"
+      timeout $(tmo 90) "$CLI" bench decode --B "$b" --ctx "$ctx" --next-n "$nn" ${mix:+--mixed} --H ${DH:-64} \
+        --k ${DK:-2048} --backend cuda --algos ${DALGOS:-fused,materialize} --reps ${REPS:-10} \
+        --json "$OUT/decode.jsonl" >>"$OUT/bench.log" 2>&1
+      note "rc=$? $(grep -E '^  (fused|materialize|score_only) ' "$OUT/bench.log" | tail -2 | tr -s ' ' | tr '\n' ';')"
+    done <<<"${DECODE_GRID:-64 65536 1}"
+  fi
+  step "done"
+  tail -60 "$SUM"
   exit 0
 fi
 

@@ -1,7 +1,8 @@
 /* The CUDA backend: the backend table, device memory, the device facts (ltk_info() and the
  * cached ones every operation plans with), the CUDA error check and the tensor-map encoder. The
  * operations live by file: the indexer in indexer.cu (its kernels in indexer-*.cu), the select in
- * select.cu, the kNN in knn.cu (its kernels in knn-*.cu); what they share in cuda-common.cuh. */
+ * select.cu, the kNN in knn.cu (its kernels in knn-*.cu), the decode in decode.cu (on the indexer's
+ * pipeline); what they share in cuda-common.cuh. */
 #include <cuda_runtime.h>
 
 #include <stdio.h>
@@ -156,6 +157,6 @@ extern "C" const ltk_backend_i ltk_backend_cuda = {
     /* .mem_from_host     = */ cuda_from_host,
     /* .stream_sync       = */ cuda_stream_sync,
     /* .causal_ranges     = */ cuda_causal_ranges,
-    /* .decode_workspace  = */ NULL, /* no decode kernel yet: the front end answers LTK_EUNSUPPORTED */
-    /* .decode            = */ NULL,
+    /* .decode_workspace  = */ ltk_cuda_decode_workspace,
+    /* .decode            = */ ltk_cuda_decode,
 };

@@ -16,6 +16,7 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
     float *red = ktile + PT_KEYS * DP;        /* [8][PT_KEYS] per-warp partial sums */
     int32_t *hist = (int32_t *)(red + 8 * PT_KEYS);
     __shared__ float edge_s;
+    __shared__ int32_t blk_s[PT_KEYS]; /* paged: each key's cache block (-1 unmapped) */
     __shared__ int32_t th_s;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
@@ -52,10 +53,22 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
         int tiles = 0;
         for (int64_t k0 = lo; k0 < hi; k0 += PT_KEYS, tiles++) {
             /* key tile, decoded once */
-            for (int i = threadIdx.x; i < PT_KEYS * D; i += PT_THREADS) {
-                int kk = i / D, d = i % D;
-                int64_t key = k0 + kk;
-                ktile[kk * DP + d] = key < hi ? ltk_load_elem(p.kv, p.dtype, key * p.kv_stride + d) : 0.0f;
+            if (p.pg.cache) { /* paged: the block of each key, then its e4m3 bytes (zero if unmapped) */
+                if (threadIdx.x < PT_KEYS)
+                    blk_s[threadIdx.x] = k0 + threadIdx.x < hi ? ltk_pg_block(p.pg, t, k0 + threadIdx.x) : -1;
+                __syncthreads();
+                for (int i = threadIdx.x; i < PT_KEYS * D; i += PT_THREADS) {
+                    int kk = i / D, d = i % D;
+                    const int32_t b = blk_s[kk];
+                    const int64_t tok = (k0 + kk) % p.pg.bkv;
+                    ktile[kk * DP + d] = b >= 0 ? ltk_e4m3_f32(p.pg.cache[b * p.pg.bstride + tok * D + d]) : 0.0f;
+                }
+            } else {
+                for (int i = threadIdx.x; i < PT_KEYS * D; i += PT_THREADS) {
+                    int kk = i / D, d = i % D;
+                    int64_t key = k0 + kk;
+                    ktile[kk * DP + d] = key < hi ? ltk_load_elem(p.kv, p.dtype, key * p.kv_stride + d) : 0.0f;
+                }
             }
             __syncthreads();
             /* warp w takes heads w, w+8, ...; lane = key */
@@ -73,7 +86,18 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
                 const int64_t key = k0 + lane;
                 float s = red[lane];
                 for (int w = 1; w < 8; w++) s = __fadd_rn(s, red[w * PT_KEYS + lane]);
-                if (key < hi) s = __fmul_rn(s, p.kv_scale ? p.kv_scale[key] : 1.0f);
+                if (key < hi) {
+                    float scl = 1.0f;
+                    if (p.pg.cache) {
+                        const int32_t b = blk_s[lane];
+                        scl = b >= 0 ? *(const float *)(p.pg.cache + b * p.pg.bstride + (int64_t)p.pg.bkv * D +
+                                                         4 * (key % p.pg.bkv))
+                                     : __int_as_float(0x7fc00000);
+                    } else if (p.kv_scale) {
+                        scl = p.kv_scale[key];
+                    }
+                    s = __fmul_rn(s, scl);
+                }
                 const bool in = key < hi;
                 if (p.mode == LTK_SCAN_MATERIALIZE) {
                     if (in) p.logits[lr * p.ld + (key - p.col_lo)] = s;

@@ -91,6 +91,17 @@ static __device__ __forceinline__ int64_t sm90_nrows(const ltk_scan_params &p) {
 static __device__ __forceinline__ int64_t sm90_abs_row(const ltk_scan_params &p, int64_t lr) {
     return p.row_list ? (int64_t)p.row_list[p.list_off + lr] : p.row0 + lr;
 }
+/* Local row of slot q of q-block qb, or nrows for an empty slot (ltk_scan_params.group: with
+ * groups, a q-block holds rows of one group only, and slots past the group's end are empty). */
+template <int BQ>
+static __device__ __forceinline__ int64_t sm90_unit_row(const ltk_scan_params &p, int64_t qb, int q, int64_t nrows) {
+    if (p.group <= 0) return qb * BQ + q;
+    /* 32-bit: q-blocks and rows are < 2^31, and a 64-bit division is a call (a stack frame, spills) */
+    const uint32_t qpg = ((uint32_t)p.group + BQ - 1) / BQ, g = (uint32_t)qb / qpg;
+    const uint32_t sub = ((uint32_t)qb - g * qpg) * BQ + q;
+    const int64_t lr = (int64_t)g * p.group + sub;
+    return sub < (uint32_t)p.group && lr < nrows ? lr : nrows;
+}
 /* Scanned range of local row lr (empty when the row is absent or answered without a scan). */
 static __device__ __forceinline__ void sm90_scan_range(const ltk_scan_params &p, int64_t lr, int64_t nrows,
                                                        int32_t *lo, int32_t *hi) {
@@ -271,7 +282,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     uint64_t *qempty_b = qfull_b + 2;
 
     const int64_t nrows = sm90_nrows(p);
-    const int64_t nqb = (nrows + BQ - 1) / BQ;
+    const int64_t nqb = ltk_scan_qblocks(nrows, BQ, p.group);
     const int64_t nunits = nqb * p.nsplit;
     if (nunits == 0) return; /* uniform: no barrier has been touched */
 
@@ -299,7 +310,11 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         /* ---------------- producer warp group: TMA warp, refresh warp, two idle warps ------------ */
         ltk_setmaxnreg_dec<SM90_REG_PRODUCER>();
         if (warp == 0) {
-            if (lane != 0) return;
+            /* The TMA thread is lane 0; with a paged source the whole warp stays, each lane looking
+             * up one cache block of a tile (a per-thread array of them spilled in the producer's
+             * 32 registers), and lane 0 takes the entries by shuffle. */
+            const bool paged = p.pg.cache != NULL;
+            if (lane != 0 && !paged) return;
             int stage = 0;
             uint32_t phase = 0;
             int64_t it = 0;
@@ -308,24 +323,63 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 const int s = (int)(u / nqb);
                 int32_t lo[BQ], hi[BQ];
 #pragma unroll
-                for (int q = 0; q < BQ; q++) sm90_scan_range(p, qb * BQ + q, nrows, &lo[q], &hi[q]);
+                for (int q = 0; q < BQ; q++) sm90_scan_range(p, sm90_unit_row<BQ>(p, qb, q, nrows), nrows, &lo[q], &hi[q]);
                 const int qs = (int)(it & 1);
-                sm90_wait(&qempty_b[qs], (uint32_t)((it >> 1) & 1) ^ 1u, p, 0, 0, u, it, -1, qs);
-                ltk_mbar_arrive_expect_tx(&qfull_b[qs], BQ * H * 128);
+                if (lane == 0) {
+                    sm90_wait(&qempty_b[qs], (uint32_t)((it >> 1) & 1) ^ 1u, p, 0, 0, u, it, -1, qs);
+                    ltk_mbar_arrive_expect_tx(&qfull_b[qs], BQ * H * 128);
 #pragma unroll
-                for (int q = 0; q < BQ; q++) {
-                    int64_t lr = qb * BQ + q;
-                    int64_t t = sm90_abs_row(p, lr < nrows ? lr : 0);
-                    ltk_tma_load_3d(q_s + qs * 16384 + q * H * 128, &tm_q, &qfull_b[qs], 0, 0, (int32_t)t);
+                    for (int q = 0; q < BQ; q++) {
+                        int64_t lr = sm90_unit_row<BQ>(p, qb, q, nrows);
+                        int64_t t = sm90_abs_row(p, lr < nrows ? lr : 0);
+                        ltk_tma_load_3d(q_s + qs * 16384 + q * H * 128, &tm_q, &qfull_b[qs], 0, 0, (int32_t)t);
+                    }
                 }
                 int32_t t0, t1;
                 sm90_split_tiles<BQ>(lo, hi, s, p.nsplit, &t0, &t1);
+                /* paged: the unit's rows are one request's; its block-table row, and the last
+                 * position any of them sees (blocks past it are not looked up) */
+                const int32_t *btr = NULL;
+                int32_t hmax = 0;
+                if (paged) {
+                    btr = p.pg.bt + (int64_t)((uint32_t)sm90_abs_row(p, sm90_unit_row<BQ>(p, qb, 0, nrows)) /
+                                              (uint32_t)p.pg.next_n) * p.pg.bt_stride;
+#pragma unroll
+                    for (int q = 0; q < BQ; q++) hmax = hi[q] > hmax ? hi[q] : hmax;
+                }
                 for (int32_t t = sm90_next_tile<BQ>(t0, t1, lo, hi); t < t1; t = sm90_next_tile<BQ>(t + 1, t1, lo, hi)) {
-                    sm90_wait(&empty_b[stage], phase ^ 1u, p, 0, 1, u, it, t, stage);
-                    ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128 + (p.kv_scale ? SM90_BKV * 4 : 0));
-                    ltk_tma_load_2d(kv_s + stage * (SM90_BKV * 128), &tm_kv, &full_b[stage], 0, t * SM90_BKV);
-                    /* the tile's key scales beside it (zero-filled past S, as the reference's 0) */
-                    if (p.kv_scale) ltk_tma_load_2d(kvs_s + stage * SM90_BKV, &tm_ks, &full_b[stage], t * SM90_BKV, 0);
+                    if (paged) {
+                        /* One box per cache block: the tile's 256 / bkv blocks land where one
+                         * 256-row box would (each at a multiple of 1024 bytes, so the 128-byte
+                         * swizzle is the same), their scales beside them. An unmapped block is a
+                         * coordinate outside the map: TMA fills zero keys and NaN scales. The
+                         * table entries are read before the wait, which hides their latency. */
+                        const int nb = SM90_BKV / p.pg.bkv;
+                        const int32_t blk = t * nb + lane;
+                        int32_t my = -1;
+                        if (lane < nb && blk < p.pg.max_blocks && blk * p.pg.bkv < hmax) {
+                            const int32_t v = btr[blk];
+                            my = v >= 0 && v < p.pg.nblocks ? v : -1;
+                        }
+                        if (lane == 0) {
+                            sm90_wait(&empty_b[stage], phase ^ 1u, p, 0, 1, u, it, t, stage);
+                            ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128 + SM90_BKV * 4);
+                        }
+                        for (int j = 0; j < nb; j++) {
+                            const int32_t id = __shfl_sync(0xffffffffu, my, j);
+                            if (lane == 0) {
+                                ltk_tma_load_3d(kv_s + stage * (SM90_BKV * 128) + j * p.pg.bkv * 128, &tm_kv,
+                                                &full_b[stage], 0, 0, id);
+                                ltk_tma_load_2d(kvs_s + stage * SM90_BKV + j * p.pg.bkv, &tm_ks, &full_b[stage], 0, id);
+                            }
+                        }
+                    } else {
+                        sm90_wait(&empty_b[stage], phase ^ 1u, p, 0, 1, u, it, t, stage);
+                        ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128 + (p.kv_scale ? SM90_BKV * 4 : 0));
+                        ltk_tma_load_2d(kv_s + stage * (SM90_BKV * 128), &tm_kv, &full_b[stage], 0, t * SM90_BKV);
+                        /* the tile's key scales beside it (zero-filled past S, as the reference's 0) */
+                        if (p.kv_scale) ltk_tma_load_2d(kvs_s + stage * SM90_BKV, &tm_ks, &full_b[stage], t * SM90_BKV, 0);
+                    }
                     if (++stage == SM90_NSTAGE) {
                         stage = 0;
                         phase ^= 1u;
@@ -385,7 +439,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                     __threadfence_block(); /* after the math warps' done (their adds come before it) */
                     for (int i = lane; i < BQ * LTK_NB; i += 32) {
                         const int32_t v = atomicOr(hist_s + i, 0);
-                        const int64_t lr = qb * BQ + i / LTK_NB;
+                        const int64_t lr = sm90_unit_row<BQ>(p, qb, i / LTK_NB, nrows);
                         if (v > 0 && lr < nrows) atomicMax(p.row_hist + lr * LTK_NB + i % LTK_NB, v);
                     }
                 }
@@ -416,7 +470,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         /* ---- unit setup: row state, weights (permuted for the accumulator layout), histogram ---- */
         if (mt < BQ) {
             sm90_row r;
-            int64_t lr = qb * BQ + mt;
+            int64_t lr = sm90_unit_row<BQ>(p, qb, mt, nrows);
             int32_t lo, hi;
             sm90_scan_range(p, lr, nrows, &lo, &hi);
             r.lo = lo;
@@ -438,7 +492,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         for (int i = mt; i < BQ * LTK_NB; i += 512) {
             int32_t v = 0;
             if (fused && p.row_hist) { /* the counts of the row's earlier splits (see the refresh warp) */
-                const int64_t lr = qb * BQ + i / LTK_NB;
+                const int64_t lr = sm90_unit_row<BQ>(p, qb, i / LTK_NB, nrows);
                 if (lr < nrows) v = *(volatile int32_t *)(p.row_hist + lr * LTK_NB + i % LTK_NB);
             }
             hist_s[i] = v;
@@ -447,7 +501,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             int cq = mt >> 5, jj = mt & 31;
             int col = (jj >> 1) * 8 + 2 * cq + (jj & 1);
             int q = col / H, h = col % H;
-            int64_t lr = qb * BQ + q;
+            int64_t lr = sm90_unit_row<BQ>(p, qb, q, nrows);
             float w = 0.0f;
             if (lr < nrows) w = p.weights[sm90_abs_row(p, lr) * p.w_stride + h];
             w_s[cq * SM90_WSTRIDE + jj] = w;
@@ -648,6 +702,41 @@ extern "C" int ltk_sm90_supported(const ltk_indexer_args *a, int cc_major, int c
     return sm90_image_ok();
 }
 
+extern "C" int ltk_sm90_paged_supported(const ltk_indexer_args *a, const ltk_paged_src *g, int cc_major, int cc_minor) {
+    if (cc_major != 9 || cc_minor != 0) return 0;
+    if (a->dtype != LTK_DTYPE_E4M3 || a->D != 128) return 0;
+    if (a->H != 16 && a->H != 32 && a->H != 64) return 0;
+    if (g->bkv < 32 || g->bkv > SM90_BKV || (g->bkv & (g->bkv - 1))) return 0;
+    if (((uintptr_t)a->q & 15) || (a->q_stride_t & 15) || ((uintptr_t)g->cache & 15) || (g->bstride & 15)) return 0;
+    if (g->nblocks < 1 || g->nblocks > INT32_MAX || g->bstride >= ((int64_t)1 << 40)) return 0;
+    if (ltk_cuda_tmap_encoder() == NULL) return 0;
+    return sm90_image_ok();
+}
+
+/* The paged source's maps: keys as [nblocks][bkv][128] bytes (boxes of one block), scales as
+ * [nblocks][bkv] fp32 after each block's keys, NaN outside the map (an unmapped block). */
+static ltk_status sm90_tmaps_paged(const ltk_scan_params *p, PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *tkv,
+                                   CUtensorMap *tks) {
+    const ltk_paged_src *g = &p->pg;
+    cuuint32_t one[3] = {1, 1, 1};
+    cuuint64_t kdim[3] = {128, (cuuint64_t)g->bkv, (cuuint64_t)g->nblocks};
+    cuuint64_t kstr[2] = {128, (cuuint64_t)g->bstride};
+    cuuint32_t kbox[3] = {128, (cuuint32_t)g->bkv, 1};
+    CUresult r = enc(tkv, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, (void *)g->cache, kdim, kstr, kbox, one,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled(paged kv) failed with CUresult %d", (int)r);
+    cuuint64_t sdim[2] = {(cuuint64_t)g->bkv, (cuuint64_t)g->nblocks};
+    cuuint64_t sstr[1] = {(cuuint64_t)g->bstride};
+    cuuint32_t sbox[2] = {(cuuint32_t)g->bkv, 1};
+    r = enc(tks, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)(g->cache + (size_t)g->bkv * 128), sdim, sstr, sbox, one,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA);
+    if (r != CUDA_SUCCESS)
+        return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled(paged scales) failed with CUresult %d", (int)r);
+    return LTK_OK;
+}
+
 static ltk_status sm90_tmaps(const ltk_scan_params *p, CUtensorMap *tq, CUtensorMap *tkv, CUtensorMap *tks) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)ltk_cuda_tmap_encoder();
     if (!enc) return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled is not available from the driver");
@@ -659,6 +748,7 @@ static ltk_status sm90_tmaps(const ltk_scan_params *p, CUtensorMap *tq, CUtensor
                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled(q) failed with CUresult %d", (int)r);
+    if (p->pg.cache) return sm90_tmaps_paged(p, enc, tkv, tks);
     cuuint64_t kdim[2] = {128, (cuuint64_t)(p->S > 0 ? p->S : 1)};
     cuuint64_t kstr[1] = {(cuuint64_t)p->kv_stride};
     cuuint32_t kbox[2] = {128, SM90_BKV};
@@ -690,7 +780,7 @@ template <int H> static ltk_status sm90_launch(const ltk_scan_params *p, int nsm
     }
     CUtensorMap tq, tkv, tks;
     LTK_FORWARD_IF(sm90_tmaps(p, &tq, &tkv, &tks));
-    int64_t nqb = (p->nrows + cfg::BQ - 1) / cfg::BQ;
+    int64_t nqb = ltk_scan_qblocks(p->nrows, cfg::BQ, p->group);
     int64_t units = nqb * p->nsplit;
     if (units <= 0) return LTK_OK;
     int grid = (int)(units < nsm ? units : nsm);

@@ -27,6 +27,7 @@
 typedef struct idx_plan {
     int sm90, bq, skip_short, algo, ext_select;
     int dense_for_fused; /* a fused call run as dense windows (short rows: fused_dense_wanted) */
+    const ltk_paged_src *pg; /* the decode operation's paged keys (decode.cu), or NULL */
     ltk_cuda_dev dev;
     int64_t T, S, S_r;
     int32_t k;
@@ -39,7 +40,7 @@ typedef struct idx_plan {
     size_t o_big, big_bytes; /* candidates / logits / vote scratch */
     size_t o_run, o_runcnt;  /* running best of multi-window rows */
     size_t o_smin, o_delta, o_th, o_cnt;
-    size_t o_P, o_kvg, o_scg, o_lohi, o_fb, o_fbcnt, o_se;
+    size_t o_P, o_kvg, o_scg, o_sbt, o_lohi, o_fb, o_fbcnt, o_se;
     size_t o_stc, o_stb, o_stf;
     size_t o_rh; /* fused: the gate histograms carried between a row's key splits (sm_90a) */
     size_t total; /* bytes (while planning: laid out so far) */
@@ -75,8 +76,9 @@ static void take(idx_plan *p, size_t *field, size_t bytes) {
 }
 
 /* What every algorithm's plan starts from: the device, the algorithm actually run, the shape. */
-static ltk_status plan_common(const ltk_indexer_args *a, const ltk_exec *e, idx_plan *p) {
+static ltk_status plan_common(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e, idx_plan *p) {
     memset(p, 0, sizeof *p);
+    p->pg = pg;
     LTK_FORWARD_IF(ltk_cuda_device(&p->dev));
     p->algo = e->algo;
     if (p->algo == LTK_ALGO_FUSED && fused_dense_wanted(a)) {
@@ -88,7 +90,9 @@ static ltk_status plan_common(const ltk_indexer_args *a, const ltk_exec *e, idx_
     p->S_r = round_up(a->S > 0 ? a->S : 1, 256);
     p->k = a->k;
     p->skip_short = (a->flags & LTK_FLAG_UNSORTED) && a->out_scores == NULL;
-    p->sm90 = sm90_wanted() && a->S > 0 && ltk_sm90_supported(a, p->dev.major, p->dev.minor);
+    p->sm90 = sm90_wanted() && a->S > 0 &&
+              (pg ? ltk_sm90_paged_supported(a, pg, p->dev.major, p->dev.minor)
+                  : ltk_sm90_supported(a, p->dev.major, p->dev.minor));
     p->bq = p->sm90 ? ltk_sm90_rows_per_block(a->H) : 1;
     return LTK_OK;
 }
@@ -115,6 +119,10 @@ static void plan_dense(idx_plan *p) {
     int64_t rows = (int64_t)(budget / ((size_t)W * 4));
     rows = rows < 1 ? 1 : rows;
     p->dense_rows = rows < T ? rows : (T > 0 ? T : 1);
+    if (p->pg && p->dense_rows < T) { /* whole requests: a scan's row groups are requests */
+        const int64_t nn = p->pg->next_n;
+        p->dense_rows = p->dense_rows >= nn ? p->dense_rows / nn * nn : nn;
+    }
     take(p, &p->o_big, (size_t)p->dense_rows * W * 4);
     p->big_bytes = (size_t)p->dense_rows * W * 4;
 }
@@ -143,7 +151,8 @@ static ltk_status plan_fused(const ltk_indexer_args *a, idx_plan *p) {
      * (H200: the larger sample cost 6-9% on prefills of S <= 64K keys, saved 1-2% at 1M). */
     const int64_t m_cold_q = 2 * k > 4096 ? 2 * k : 4096;
     const int long_rows = p->S_r >= 64 * m_cold_q;
-    p->m_cold = !a->state || long_rows ? m_cold_q : k;
+    /* (decode, paged: the sample is gathered per request, B times, so short contexts take k) */
+    p->m_cold = (!a->state && !p->pg) || long_rows ? m_cold_q : k;
     /* Over long rows the strided estimate sets the start (H200, T=8192 S=1M: the same 5.1k
      * candidates a row with and without a hot set), so only the best k hot keys are scored
      * there, not the whole set: the sample scan is 8,192 x m keys a call. */
@@ -160,7 +169,7 @@ static ltk_status plan_fused(const ltk_indexer_args *a, idx_plan *p) {
     if (tsub > T) tsub = T;
     if (tsub < 1) tsub = 1;
     int64_t nsub = ceil_div(T > 0 ? T : 1, tsub);
-    tsub = round_up(ceil_div(T > 0 ? T : 1, nsub), p->bq);
+    tsub = round_up(ceil_div(T > 0 ? T : 1, nsub), p->pg ? p->pg->next_n : p->bq);
     if (tsub > T && T > 0) tsub = T;
     p->tsub = tsub;
     p->big_bytes = (size_t)tsub * (size_t)cap * 8;
@@ -187,8 +196,14 @@ static ltk_status plan_fused(const ltk_indexer_args *a, idx_plan *p) {
     take(p, &p->o_th, 4 * tsub);
     take(p, &p->o_cnt, 4 * tsub);
     take(p, &p->o_P, 4 * p->m_max);
-    take(p, &p->o_kvg, (size_t)p->m_max * a->D * es);
-    take(p, &p->o_scg, 4 * p->m_max);
+    if (p->pg) { /* per request: the sample's blocks (cache layout, 256 tokens) and their table */
+        const size_t nreq = (size_t)(T / p->pg->next_n);
+        take(p, &p->o_kvg, nreq * (size_t)p->m_max * (size_t)(a->D + 4));
+        take(p, &p->o_sbt, nreq * 4 * (size_t)(p->m_max / 256));
+    } else {
+        take(p, &p->o_kvg, (size_t)p->m_max * a->D * es);
+        take(p, &p->o_scg, 4 * p->m_max);
+    }
     take(p, &p->o_rh, p->sm90 ? 4 * (size_t)tsub * LTK_NB : 0); /* (only the sm_90a scan carries it) */
     take(p, &p->o_lohi, 48); /* union range, then where the strided part of the sample lies */
     take(p, &p->o_fb, 4 * tsub);
@@ -232,8 +247,8 @@ static void plan_ext_select(const ltk_indexer_args *a, const ltk_exec *e, idx_pl
     ltk_clear_error();
 }
 
-static ltk_status make_plan(const ltk_indexer_args *a, const ltk_exec *e, idx_plan *p) {
-    LTK_FORWARD_IF(plan_common(a, e, p));
+static ltk_status make_plan(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e, idx_plan *p) {
+    LTK_FORWARD_IF(plan_common(a, pg, e, p));
     const int64_t T = a->T;
     if (p->algo == LTK_ALGO_SCORE_ONLY) {
         plan_score_only(p);
@@ -357,11 +372,11 @@ static ltk_status trace_step(idx_trace *tr, cudaStream_t st, const char *fmt, ..
  * histogram (row_hist), or each would admit ~k more candidates. */
 #define NSPLIT_FILL 0.99
 
-/* Key splits per q-block so that the persistent grid's last wave is nearly full. */
-static int choose_nsplit(int64_t units1, int nsm, int64_t tiles, double target) {
+/* Key splits per q-block so that the persistent grid's last wave is nearly full (at most smax). */
+static int choose_nsplit(int64_t units1, int nsm, int64_t tiles, double target, int smax) {
     int best = 1;
     double best_eff = 0.0;
-    for (int s = 1; s <= 16; s++) {
+    for (int s = 1; s <= smax; s++) {
         if (s > 1 && tiles / s < 16) break;
         int64_t u = units1 * s;
         int64_t waves = ceil_div(u, nsm);
@@ -376,10 +391,14 @@ static int choose_nsplit(int64_t units1, int nsm, int64_t tiles, double target) 
 }
 
 static ltk_status run_scan(const idx_plan *pl, ltk_scan_params *sp, cudaStream_t st) {
-    int64_t nqb = ceil_div(sp->nrows, pl->bq);
+    int64_t nqb = ltk_scan_qblocks(sp->nrows, pl->bq, sp->group);
     /* the portable scan keeps no histogram between splits: it stays at the old fill target */
     const double target = pl->sm90 ? NSPLIT_FILL : 0.96;
-    sp->nsplit = choose_nsplit(nqb, pl->dev.nsm, ceil_div(sp->col_hi - sp->col_lo, 256), target);
+    /* Decode: a batch of few requests over long contexts splits each over many CTAs (B = 1 at 1M:
+     * 132 splits of 31 tiles), the prefill's 16 at most would leave most SMs idle. (The portable
+     * scan is a CTA per row, with no splits.) */
+    const int smax = pl->pg && pl->sm90 ? 256 : 16;
+    sp->nsplit = choose_nsplit(nqb, pl->dev.nsm, ceil_div(sp->col_hi - sp->col_lo, 256), target, smax);
     if (sp->nsplit == 1 || !pl->sm90) sp->row_hist = NULL;
     /* a carried histogram starts empty; cleared only when a row has several splits to carry it */
     if (sp->row_hist) LTK_CUDA_TRY(cudaMemsetAsync(sp->row_hist, 0, 4 * (size_t)sp->nrows * LTK_NB, st));
@@ -408,6 +427,12 @@ static void scan_base(const ltk_indexer_args *a, const idx_plan *pl, ltk_scan_pa
     sp->col_hi = a->S;
     sp->watchdog_ns = watchdog_ns();
     sp->diag = pl->sm90 && sp->watchdog_ns > 0 ? diag_ptr() : NULL;
+    if (pl->pg) { /* paged keys: rows in request groups; the scales follow each block's keys */
+        sp->pg = *pl->pg;
+        sp->group = pl->pg->next_n;
+        sp->kv = NULL;
+        sp->kv_scale = (const float *)(pl->pg->cache + (size_t)pl->pg->bkv * a->D);
+    }
 }
 
 /* Exact dense top-k of rows [row0, row0 + nrows) or of the rows of a device list, window by
@@ -427,6 +452,7 @@ static ltk_status dense_rows(const ltk_indexer_args *a, const idx_plan *pl, uint
         sp.row_list = list;
         sp.row_count = list_count;
         sp.list_off = list_off;
+        if (list && pl->pg) sp.group = 1; /* listed rows are of any requests: one a q-block */
         sp.col_lo = w * pl->dense_W;
         sp.col_hi = sp.col_lo + pl->dense_W < a->S ? sp.col_lo + pl->dense_W : a->S;
         sp.logits = logits;
@@ -519,9 +545,16 @@ static ltk_status fill_stats(const ltk_indexer_args *a, const idx_plan *pl, uint
 }
 
 /* ---- the indexer ------------------------------------------------------------------------------ */
+extern "C" ltk_status ltk_cuda_indexer_paged_workspace(const ltk_indexer_args *a, const ltk_paged_src *pg,
+                                                       const ltk_exec *e, size_t *bytes) {
+    idx_plan pl;
+    LTK_FORWARD_IF(make_plan(a, pg, e, &pl));
+    *bytes = pl.total;
+    return LTK_OK;
+}
 extern "C" ltk_status ltk_cuda_indexer_workspace(const ltk_indexer_args *a, const ltk_exec *e, size_t *bytes) {
     idx_plan pl;
-    LTK_FORWARD_IF(make_plan(a, e, &pl));
+    LTK_FORWARD_IF(make_plan(a, NULL, e, &pl));
     *bytes = pl.total;
     return LTK_OK;
 }
@@ -535,7 +568,11 @@ static ltk_status fused_sample(const ltk_indexer_args *a, const idx_plan *pl, ui
     LTK_FORWARD_IF(ltk_idx_union(a->ks, a->ke, a->T, a->S, a->k, pl->skip_short, lohi, st));
     LTK_FORWARD_IF(ltk_idx_sample_list(a->state ? a->state->keys : NULL, a->state ? a->state->capacity : 0, pl->m_hot,
                                        pl->m_cold, pl->win, lohi, P, pl->m_max, st));
-    LTK_FORWARD_IF(ltk_idx_gather(a, P, pl->m_max, ws + pl->o_kvg, (float *)(ws + pl->o_scg), st));
+    if (pl->pg)
+        LTK_FORWARD_IF(ltk_idx_gather_paged(pl->pg, a->T / pl->pg->next_n, a->D, P, pl->m_max, ws + pl->o_kvg,
+                                            (int32_t *)(ws + pl->o_sbt), st));
+    else
+        LTK_FORWARD_IF(ltk_idx_gather(a, P, pl->m_max, ws + pl->o_kvg, (float *)(ws + pl->o_scg), st));
     return trace_step(tr, st, "sample union+list+gather (m=%lld)", (long long)pl->m_max);
 }
 
@@ -555,6 +592,18 @@ static ltk_status fused_scan(const ltk_indexer_args *a, const idx_plan *pl, uint
     sp.kv = ws + pl->o_kvg;
     sp.kv_stride = a->D;
     sp.kv_scale = a->kv_scale ? (const float *)(ws + pl->o_scg) : NULL;
+    if (pl->pg) { /* the requests' gathered samples, as a paged source of 256-token blocks */
+        const int64_t nsb = m_pad / 256;
+        sp.pg.cache = ws + pl->o_kvg;
+        sp.pg.nblocks = a->T / pl->pg->next_n * nsb;
+        sp.pg.bstride = 256 * (int64_t)(a->D + 4);
+        sp.pg.bt = (const int32_t *)(ws + pl->o_sbt);
+        sp.pg.bt_stride = nsb;
+        sp.pg.bkv = 256;
+        sp.pg.max_blocks = (int32_t)nsb;
+        sp.kv = NULL;
+        sp.kv_scale = (const float *)(sp.pg.cache + 256 * (size_t)a->D);
+    }
     sp.ks = sp.ke = NULL;
     sp.skip_short = 0;
     sp.col_lo = 0;
@@ -660,8 +709,13 @@ static ltk_status score_only(const ltk_indexer_args *a, const ltk_exec *e, const
 }
 
 extern "C" ltk_status ltk_cuda_indexer(const ltk_indexer_args *a, const ltk_exec *e, void *wsv, size_t ws_bytes) {
+    return ltk_cuda_indexer_paged(a, NULL, e, wsv, ws_bytes);
+}
+
+extern "C" ltk_status ltk_cuda_indexer_paged(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e,
+                                             void *wsv, size_t ws_bytes) {
     idx_plan pl;
-    LTK_FORWARD_IF(make_plan(a, e, &pl));
+    LTK_FORWARD_IF(make_plan(a, pg, e, &pl));
     if (ws_bytes < pl.total)
         return ltk_error(LTK_EWORKSPACE, "workspace of %zu bytes is smaller than the %zu bytes required", ws_bytes,
                          pl.total);

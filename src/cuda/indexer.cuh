@@ -28,6 +28,20 @@ typedef struct ltk_cand {
     int32_t idx;
 } ltk_cand;
 
+/* A paged key source (the decode operation's cache): key i of absolute row t is token i % bkv of
+ * block bt[(t / next_n) * bt_stride + i / bkv], whose bkv * D e4m3 key bytes start at
+ * cache + block * bstride and are followed by its bkv fp32 scales. A table entry outside
+ * [0, nblocks), or a block past max_blocks, reads as zero keys with a NaN scale: its positions score
+ * NaN and rank last (the device cannot report a bad table without a host sync). cache == NULL: the
+ * contiguous source of the indexer (kv, kv_stride, kv_scale). */
+typedef struct ltk_paged_src {
+    const uint8_t *cache;
+    int64_t nblocks, bstride;
+    const int32_t *bt;
+    int64_t bt_stride;
+    int32_t bkv, max_blocks, next_n;
+} ltk_paged_src;
+
 typedef struct ltk_scan_params {
     int mode;
     int64_t nrows;           /* local rows of this launch (upper bound in list mode) */
@@ -64,7 +78,20 @@ typedef struct ltk_scan_params {
     int nopass;              /* test hook (ltk_tune.cuda_scan_nopass): the fused scan's gate passes nothing */
     int64_t watchdog_ns;     /* sm_90a: a barrier wait longer than this records where (diag) and traps (0 = off) */
     int32_t *diag;           /* host-mapped watchdog record (indexer.cu, diag_ptr), may be NULL */
+    ltk_paged_src pg;        /* paged keys (decode), or pg.cache NULL */
+    int group;               /* > 0: local rows come in groups of `group` that share their keys (one
+                              * decode request's next_n rows, or 1 for a row list); a q-block then
+                              * holds rows of one group only. 0: q-blocks pack consecutive rows. */
 } ltk_scan_params;
+
+/* q-blocks of a launch of nrows local rows (packed by bq, or by groups: see ltk_scan_params.group). */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline int64_t ltk_scan_qblocks(int64_t nrows, int bq, int group) {
+    if (group <= 0) return (nrows + bq - 1) / bq;
+    return (nrows + group - 1) / group * ((group + bq - 1) / bq);
+}
 
 /* ---- device helpers shared by every indexer kernel ---------------------------------------- */
 #ifdef __CUDACC__
@@ -141,6 +168,14 @@ static __device__ __forceinline__ void ltk_row_range(const int32_t *ks, const in
     *hi = b;
 }
 
+/* The cache block of position i of absolute row t of a paged source, or -1 (see ltk_paged_src). */
+static __device__ __forceinline__ int32_t ltk_pg_block(const ltk_paged_src &g, int64_t t, int64_t i) {
+    const int64_t blk = i / g.bkv;
+    if (i < 0 || blk >= g.max_blocks) return -1;
+    const int32_t id = g.bt[(t / g.next_n) * g.bt_stride + blk];
+    return id >= 0 && id < g.nblocks ? id : -1;
+}
+
 /* Exact decoders (every e4m3 value is a float; NaN stays NaN). */
 static __device__ __forceinline__ float ltk_e4m3_f32(uint32_t v) {
     uint32_t s = (v & 0x80u) << 24, e = (v >> 3) & 0xfu, m = v & 7u;
@@ -164,9 +199,19 @@ static __device__ __forceinline__ float ltk_load_elem(const void *p, int dtype, 
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The indexer over a paged key source (decode.cu builds `a` with kv NULL, ks NULL, ke the rows'
+ * lengths, S the capacity, T = B * next_n, no state); pg NULL is ltk_cuda_indexer. */
+ltk_status ltk_cuda_indexer_paged_workspace(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e,
+                                            size_t *bytes);
+ltk_status ltk_cuda_indexer_paged(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e, void *ws,
+                                  size_t ws_bytes);
 /* 1 if the sm_90a scan kernel can run these shapes on the current device. */
 int ltk_sm90_supported(const ltk_indexer_args *a, int cc_major, int cc_minor);
 int ltk_sm90_rows_per_block(int32_t H);
+/* 1 if the sm_90a scan can read this paged source (D = 128, block_kv a power of two in [8, 256],
+ * 16-byte aligned cache and block stride) for these shapes. */
+int ltk_sm90_paged_supported(const ltk_indexer_args *a, const ltk_paged_src *g, int cc_major, int cc_minor);
+
 /* Launches the sm_90a scan (grid = min(units, nsm) persistent CTAs). */
 ltk_status ltk_sm90_scan(const ltk_scan_params *p, int nsm, cudaStream_t st);
 ltk_status ltk_portable_scan(const ltk_scan_params *p, int nsm, cudaStream_t st);
@@ -183,6 +228,12 @@ ltk_status ltk_idx_sample_list(const int32_t *hot, int32_t hot_cap, int64_t m_ho
 /* Gathers the sample's key rows (and scales) into a dense key source; padding rows are zero. */
 ltk_status ltk_idx_gather(const ltk_indexer_args *a, const int32_t *P, int64_t m_pad, void *kvg, float *scaleg,
                           cudaStream_t st);
+/* The same from a paged source, per request (B = rows / next_n): request b's sample keys P[j] go to
+ * out as blocks of 256 tokens in the cache layout (block b * m_pad / 256 + j / 256), and sbt
+ * [B][m_pad / 256] becomes the identity table of those blocks, so that the sample scan reads them
+ * as a paged source of block_kv 256. Padding keys are zero with scale 0; unmapped ones scale NaN. */
+ltk_status ltk_idx_gather_paged(const ltk_paged_src *g, int64_t B, int32_t D, const int32_t *P, int64_t m_pad,
+                                uint8_t *out, int32_t *sbt, cudaStream_t st);
 /* Per-row threshold setup from the sample scores sc[r * ld + j] (j < m_max); lohi as filled by
  * ltk_idx_sample_list. */
 ltk_status ltk_idx_prep(const ltk_indexer_args *a, int64_t row0, int64_t nrows, const float *sc, int64_t ld,

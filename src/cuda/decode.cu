@@ -1,0 +1,124 @@
+/* The CUDA decode operation: the indexer's pipeline (indexer.cu) over the paged FP8 cache.
+ *
+ * A decode call is an indexer call whose keys differ by request: row t = b * next_n + r sees
+ * positions [0, len(t)) of request b, read through its block-table row. So the call runs the
+ * indexer's plan and kernels on a paged key source (ltk_paged_src): the scan kernels group each
+ * request's next_n rows into one q-block, so they share every key tile (the sm_90a producer loads a
+ * tile as one TMA box per cache block, the scales beside it), long contexts split across CTAs with
+ * the candidate lists of the indexer and its exact select, and the sample is gathered per request.
+ * What is added here: the rows' lengths as the indexer's key ends (clamped to max_len on the device,
+ * as the front end cannot see them), and the physical-slot mapping of the output.
+ *
+ * Graph-safe: every launch's geometry comes from B, next_n, k and max_len; the lengths and the table
+ * are read only on the device. */
+#include <cuda_runtime.h>
+
+#include <string.h>
+
+#include "indexer.cuh"
+
+/* ke[t] = len(t) clamped to [0, max_len] (ltk_decode_len on the device). */
+__global__ void dec_lens_kernel(const int32_t *lens, const int32_t *seq_lens, int64_t T, int32_t next_n, int32_t max_len,
+                                int32_t *ke) {
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= T) return;
+    const int64_t n = lens ? (int64_t)lens[t] : (int64_t)seq_lens[t / next_n] - next_n + (int32_t)(t % next_n) + 1;
+    ke[t] = (int32_t)(n < 0 ? 0 : n > max_len ? max_len : n);
+}
+
+/* Logical positions -> physical slots, in place (-1 stays -1; an unmapped block gives -1). */
+__global__ void dec_physical_kernel(int32_t *out, int64_t out_stride, int64_t T, int32_t k, int32_t next_n,
+                                    const int32_t *bt, int64_t bt_stride, int32_t max_blocks, int64_t nblocks,
+                                    int32_t bkv) {
+    const int64_t t = blockIdx.y;
+    for (int64_t yt = t; yt < T; yt += gridDim.y) {
+        int32_t *row = out + yt * out_stride;
+        const int32_t *btr = bt + (yt / next_n) * bt_stride;
+        for (int32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < k; j += gridDim.x * blockDim.x) {
+            const int32_t i = row[j];
+            if (i < 0) continue;
+            const int32_t blk = i / bkv;
+            const int32_t id = blk < max_blocks ? btr[blk] : -1;
+            row[j] = id >= 0 && id < nblocks ? id * bkv + i % bkv : -1;
+        }
+    }
+}
+
+typedef struct dec_plan {
+    ltk_indexer_args ia;
+    ltk_paged_src pg;
+    size_t o_ke, o_ind, ind_bytes, total;
+} dec_plan;
+
+static ltk_status dec_make(const ltk_decode_args *d, const ltk_exec *e, dec_plan *p) {
+    memset(p, 0, sizeof *p);
+    if (d->dtype != LTK_DTYPE_E4M3)
+        return ltk_error(LTK_EUNSUPPORTED, "cuda decode: q must be e4m3 (bf16 and f32 queries are for the host backends)");
+    const int64_t T = d->B * d->next_n;
+    ltk_indexer_args *a = &p->ia;
+    a->T = T;
+    a->S = d->max_len;
+    a->H = d->H;
+    a->D = d->D;
+    a->k = d->k;
+    a->dtype = d->dtype;
+    a->q = d->q;
+    a->q_stride_t = d->q_stride;
+    a->kv = NULL;
+    a->kv_stride_s = d->D;
+    a->kv_scale = NULL;
+    a->weights = d->weights;
+    a->w_stride_t = d->w_stride;
+    a->ks = NULL;
+    a->ke = NULL; /* set at the call (workspace) */
+    a->out_idx = d->out_idx;
+    a->out_scores = d->out_scores;
+    a->out_stride = d->out_stride;
+    a->flags = d->flags & ~LTK_FLAG_PHYSICAL;
+    a->state = NULL;
+    p->pg.cache = d->kv_cache;
+    p->pg.nblocks = d->num_blocks;
+    p->pg.bstride = d->block_stride;
+    p->pg.bt = d->block_table;
+    p->pg.bt_stride = d->bt_stride;
+    p->pg.bkv = d->block_kv;
+    p->pg.max_blocks = d->max_blocks;
+    p->pg.next_n = d->next_n;
+    p->o_ke = 0;
+    p->o_ind = ltk_al256(4 * (size_t)(T > 0 ? T : 1));
+    LTK_FORWARD_IF(ltk_cuda_indexer_paged_workspace(a, &p->pg, e, &p->ind_bytes));
+    p->total = p->o_ind + p->ind_bytes + 256;
+    return LTK_OK;
+}
+
+extern "C" ltk_status ltk_cuda_decode_workspace(const ltk_decode_args *d, const ltk_exec *e, size_t *bytes) {
+    dec_plan p;
+    LTK_FORWARD_IF(dec_make(d, e, &p));
+    *bytes = p.total;
+    return LTK_OK;
+}
+
+extern "C" ltk_status ltk_cuda_decode(const ltk_decode_args *d, const ltk_exec *e, void *wsv, size_t ws_bytes) {
+    dec_plan p;
+    LTK_FORWARD_IF(dec_make(d, e, &p));
+    if (ws_bytes < p.total)
+        return ltk_error(LTK_EWORKSPACE, "workspace of %zu bytes is smaller than the %zu bytes required", ws_bytes,
+                         p.total);
+    cudaStream_t st = (cudaStream_t)e->stream;
+    const int64_t T = p.ia.T;
+    if (T == 0) return LTK_OK;
+    uint8_t *ws = (uint8_t *)(uintptr_t)ltk_al256((uintptr_t)wsv);
+    int32_t *ke = (int32_t *)(ws + p.o_ke);
+    dec_lens_kernel<<<(unsigned)((T + 255) / 256), 256, 0, st>>>(d->lens, d->seq_lens, T, d->next_n, d->max_len, ke);
+    LTK_CUDA_TRY(cudaGetLastError());
+    p.ia.ke = ke;
+    LTK_FORWARD_IF(ltk_cuda_indexer_paged(&p.ia, &p.pg, e, ws + p.o_ind, ws_bytes - (size_t)(ws - (uint8_t *)wsv) - p.o_ind));
+    if (d->flags & LTK_FLAG_PHYSICAL) {
+        const unsigned gy = (unsigned)(T < 65535 ? T : 65535);
+        const unsigned gx = (unsigned)((d->k + 255) / 256);
+        dec_physical_kernel<<<dim3(gx, gy), 256, 0, st>>>(d->out_idx, d->out_stride, T, d->k, d->next_n, d->block_table,
+                                                          d->bt_stride, d->max_blocks, d->num_blocks, d->block_kv);
+        LTK_CUDA_TRY(cudaGetLastError());
+    }
+    return LTK_OK;
+}
