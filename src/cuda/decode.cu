@@ -4,10 +4,11 @@
  * positions [0, len(t)) of request b, read through its block-table row. So the call runs the
  * indexer's plan and kernels on a paged key source (ltk_paged_src): the scan kernels group each
  * request's next_n rows into one q-block, so they share every key tile (the sm_90a producer loads a
- * tile as one TMA box per cache block, the scales beside it), long contexts split across CTAs with
- * the candidate lists of the indexer and its exact select, and the sample is gathered per request.
- * What is added here: the rows' lengths as the indexer's key ends (clamped to max_len on the device,
- * as the front end cannot see them), and the physical-slot mapping of the output.
+ * tile as one TMA box per cache block, the scales beside it), and long contexts split across CTAs.
+ * The scores go to dense windows of a bounded buffer and the exact GPU select (select.cu): in decode
+ * they are 4 bytes a position a row next to the 132 the scan reads (indexer.cu, DECODE_BUDGET).
+ * What is added here: the rows' lengths as the indexer's key ranges (clamped to max_len on the
+ * device, as the front end cannot see them), and the physical-slot mapping of the output.
  *
  * Graph-safe: every launch's geometry comes from B, next_n, k and max_len; the lengths and the table
  * are read only on the device. */
@@ -17,11 +18,13 @@
 
 #include "indexer.cuh"
 
-/* ke[t] = len(t) clamped to [0, max_len] (ltk_decode_len on the device). */
+/* ks[t] = 0, ke[t] = len(t) clamped to [0, max_len] (ltk_decode_len on the device). The indexer's
+ * ranges come in pairs (its front end's rule, which its dense select relies on). */
 __global__ void dec_lens_kernel(const int32_t *lens, const int32_t *seq_lens, int64_t T, int32_t next_n, int32_t max_len,
-                                int32_t *ke) {
+                                int32_t *ks, int32_t *ke) {
     const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= T) return;
+    ks[t] = 0;
     const int64_t n = lens ? (int64_t)lens[t] : (int64_t)seq_lens[t / next_n] - next_n + (int32_t)(t % next_n) + 1;
     ke[t] = (int32_t)(n < 0 ? 0 : n > max_len ? max_len : n);
 }
@@ -47,7 +50,7 @@ __global__ void dec_physical_kernel(int32_t *out, int64_t out_stride, int64_t T,
 typedef struct dec_plan {
     ltk_indexer_args ia;
     ltk_paged_src pg;
-    size_t o_ke, o_ind, ind_bytes, total;
+    size_t o_ks, o_ke, o_ind, ind_bytes, total;
 } dec_plan;
 
 static ltk_status dec_make(const ltk_decode_args *d, const ltk_exec *e, dec_plan *p) {
@@ -69,8 +72,6 @@ static ltk_status dec_make(const ltk_decode_args *d, const ltk_exec *e, dec_plan
     a->kv_scale = NULL;
     a->weights = d->weights;
     a->w_stride_t = d->w_stride;
-    a->ks = NULL;
-    a->ke = NULL; /* set at the call (workspace) */
     a->out_idx = d->out_idx;
     a->out_scores = d->out_scores;
     a->out_stride = d->out_stride;
@@ -84,9 +85,14 @@ static ltk_status dec_make(const ltk_decode_args *d, const ltk_exec *e, dec_plan
     p->pg.bkv = d->block_kv;
     p->pg.max_blocks = d->max_blocks;
     p->pg.next_n = d->next_n;
-    p->o_ke = 0;
-    p->o_ind = ltk_al256(4 * (size_t)(T > 0 ? T : 1));
-    LTK_FORWARD_IF(ltk_cuda_indexer_paged_workspace(a, &p->pg, e, &p->ind_bytes));
+    p->o_ks = 0;
+    p->o_ke = ltk_al256(4 * (size_t)(T > 0 ? T : 1));
+    p->o_ind = 2 * p->o_ke;
+    /* planned with ranges present, as the call runs (any non-NULL pointer: the plan reads none) */
+    a->ks = a->ke = d->block_table;
+    ltk_status st = ltk_cuda_indexer_paged_workspace(a, &p->pg, e, &p->ind_bytes);
+    a->ks = a->ke = NULL;
+    LTK_FORWARD_IF(st);
     p->total = p->o_ind + p->ind_bytes + 256;
     return LTK_OK;
 }
@@ -108,9 +114,11 @@ extern "C" ltk_status ltk_cuda_decode(const ltk_decode_args *d, const ltk_exec *
     const int64_t T = p.ia.T;
     if (T == 0) return LTK_OK;
     uint8_t *ws = (uint8_t *)(uintptr_t)ltk_al256((uintptr_t)wsv);
-    int32_t *ke = (int32_t *)(ws + p.o_ke);
-    dec_lens_kernel<<<(unsigned)((T + 255) / 256), 256, 0, st>>>(d->lens, d->seq_lens, T, d->next_n, d->max_len, ke);
+    int32_t *ks = (int32_t *)(ws + p.o_ks), *ke = (int32_t *)(ws + p.o_ke);
+    dec_lens_kernel<<<(unsigned)((T + 255) / 256), 256, 0, st>>>(d->lens, d->seq_lens, T, d->next_n, d->max_len, ks,
+                                                                 ke);
     LTK_CUDA_TRY(cudaGetLastError());
+    p.ia.ks = ks;
     p.ia.ke = ke;
     LTK_FORWARD_IF(ltk_cuda_indexer_paged(&p.ia, &p.pg, e, ws + p.o_ind, ws_bytes - (size_t)(ws - (uint8_t *)wsv) - p.o_ind));
     if (d->flags & LTK_FLAG_PHYSICAL) {

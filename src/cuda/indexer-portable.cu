@@ -49,6 +49,10 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
         }
         for (int i = threadIdx.x; i < LTK_NB; i += PT_THREADS) hist[i] = 0;
         __syncthreads();
+        /* warp 0's copy of the threshold bin (uniform: ltk_refresh_th gives every lane the same).
+         * Why a register: lane 0 comparing and updating the shared copy was an intra-warp hazard for
+         * racecheck (the other lanes' load of it may be issued before the lane test). */
+        int32_t th_w = th_s;
         const int64_t qrow = t * p.q_stride;
         int tiles = 0;
         for (int64_t k0 = lo; k0 < hi; k0 += PT_KEYS, tiles++) {
@@ -122,9 +126,9 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
                     if (fused && (tiles & 7) == 7) {
                         __syncwarp();
                         int32_t th = ltk_refresh_th(hist, p.k, lane);
-                        if (lane == 0 && th > th_s) {
-                            th_s = th;
-                            edge_s = ltk_edge(th, smin, delta);
+                        if (th > th_w) {
+                            th_w = th;
+                            if (lane == 0) edge_s = ltk_edge(th, smin, delta);
                         }
                     }
                 }

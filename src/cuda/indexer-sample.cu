@@ -208,42 +208,6 @@ extern "C" ltk_status ltk_idx_gather(const ltk_indexer_args *a, const int32_t *P
     return LTK_OK;
 }
 
-/* Paged: grid (sample keys, requests); a warp copies a key's D bytes. */
-__global__ void smp_gather_paged_kernel(const ltk_paged_src g, int64_t B, int32_t D, const int32_t *P, int64_t m_pad,
-                                        uint8_t *out, int32_t *sbt) {
-    const int64_t nsb = m_pad / 256;
-    const int64_t bstride = 256 * ((int64_t)D + 4);
-    for (int64_t b = blockIdx.y; b < B; b += gridDim.y) {
-    if (blockIdx.x == 0)
-        for (int64_t j = threadIdx.x; j < nsb; j += blockDim.x) sbt[b * nsb + j] = (int32_t)(b * nsb + j);
-    for (int64_t j = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; j < m_pad; j += gridDim.x * (blockDim.x / 32)) {
-        const int lane = threadIdx.x & 31;
-        const int32_t key = P[j];
-        const int32_t blk = key >= 0 ? ltk_pg_block(g, b * g.next_n, key) : -1;
-        uint8_t *dst = out + (b * nsb + j / 256) * bstride;
-        const int64_t tok = j % 256;
-        const uint8_t *src = blk >= 0 ? g.cache + blk * g.bstride + (int64_t)(key % g.bkv) * D : NULL;
-        for (int x = lane; x < D; x += 32) dst[tok * D + x] = src ? src[x] : (uint8_t)0; /* (any D) */
-        if (lane == 0) {
-            float sc = key < 0 ? 0.0f : __int_as_float(0x7fc00000);
-            if (src) sc = *(const float *)(g.cache + blk * g.bstride + (int64_t)g.bkv * D + 4 * (key % g.bkv));
-            *(float *)(dst + 256 * (int64_t)D + 4 * tok) = sc;
-        }
-    }
-    }
-}
-
-extern "C" ltk_status ltk_idx_gather_paged(const ltk_paged_src *g, int64_t B, int32_t D, const int32_t *P, int64_t m_pad,
-                                           uint8_t *out, int32_t *sbt, cudaStream_t st) {
-    if (B <= 0 || m_pad <= 0) return LTK_OK;
-    int64_t gx = (m_pad + 7) / 8;
-    if (gx > 64) gx = 64;
-    smp_gather_paged_kernel<<<dim3((unsigned)gx, (unsigned)(B < 65535 ? B : 65535)), 256, 0, st>>>(*g, B, D, P, m_pad,
-                                                                                                   out, sbt);
-    LTK_CUDA_TRY(cudaGetLastError());
-    return LTK_OK;
-}
-
 /* ---- per-row threshold setup ------------------------------------------------------------- */
 #define PREP_THREADS 256
 #define PREP_Q 4      /* the strided estimate aims at PREP_Q * k keys of the row above it */

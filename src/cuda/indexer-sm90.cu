@@ -23,7 +23,6 @@
 #include "ptx.cuh"
 
 #define SM90_BKV 256
-#define SM90_NSTAGE 4
 #define SM90_MATH_WG 4
 #define SM90_THREADS (128 * (1 + SM90_MATH_WG))
 #define SM90_MATH_WARPS (4 * SM90_MATH_WG)
@@ -51,6 +50,11 @@ struct sm90_row {
 
 template <int H> struct sm90_cfg {
     enum {
+        /* TMA stages in flight: 5 where shared memory allows (H = 64, 32: 221-223 KB of 227). Why:
+         * streamed from HBM (decode) the scan kept 57% of the DRAM bandwidth busy with 4, its warps
+         * waiting on the stages' data (ncu, B = 8 at 1M, score only); H = 16's larger staging lists
+         * leave room for 4. */
+        NSTAGE = H == 16 ? 4 : 5,
         BQ = 128 / H,
         NE = 2 * BQ / 4,                   /* owned (key, query) sums per lane after the reduce-scatter */
         LISTQ = H == 64 ? 64 : 32,         /* staging entries per (warp, query) */
@@ -58,12 +62,12 @@ template <int H> struct sm90_cfg {
         LANE_ADD = NE >= 2 ? 2 : 1,        /* sums a lane adds to one slot per tile, at most */
         LANE_CAP = BQ * LISTQ / 32 / LANE_Q, /* staged entries per (lane, slot): 4 for H = 16, 32, 64 */
         JPQ = H / 8,                       /* accumulator column groups (of 8) per query */
-        KV_BYTES = SM90_NSTAGE * SM90_BKV * 128,
+        KV_BYTES = NSTAGE * SM90_BKV * 128,
         Q_BYTES = 2 * 128 * 128,
         STAGE_BYTES = SM90_MATH_WARPS * BQ * LISTQ * 8,
         HIST_BYTES = BQ * LTK_NB * 4,
         W_BYTES = 4 * SM90_WSTRIDE * 4,
-        KVS_BYTES = SM90_NSTAGE * SM90_BKV * 4, /* kv_scale of each stage's keys */
+        KVS_BYTES = NSTAGE * SM90_BKV * 4, /* kv_scale of each stage's keys */
         OFF_Q = KV_BYTES,
         OFF_KVS = OFF_Q + Q_BYTES, /* 1024-aligned: a TMA destination */
         OFF_STAGE = OFF_KVS + KVS_BYTES,
@@ -72,10 +76,12 @@ template <int H> struct sm90_cfg {
         OFF_ROW = OFF_W + W_BYTES,
         OFF_MISC = OFF_ROW + 8 * (int)sizeof(sm90_row),
         OFF_BAR = OFF_MISC + 16,
-        SMEM = OFF_BAR + 8 * (2 * SM90_NSTAGE + 4) + 1024 /* base alignment slack */
+        SMEM = OFF_BAR + 8 * (2 * NSTAGE + 4) + 1024 /* base alignment slack */
     };
 };
 
+static_assert(sm90_cfg<16>::SMEM <= 232448 && sm90_cfg<32>::SMEM <= 232448 && sm90_cfg<64>::SMEM <= 232448,
+              "the sm_90a scan's shared memory exceeds the 227 KB a CTA may opt in to on sm_90");
 static_assert(sm90_cfg<16>::LANE_CAP > sm90_cfg<16>::LANE_ADD && sm90_cfg<32>::LANE_CAP > sm90_cfg<32>::LANE_ADD &&
                   sm90_cfg<64>::LANE_CAP > sm90_cfg<64>::LANE_ADD,
               "a lane's list must hold a tile's passes after a flush");
@@ -179,6 +185,13 @@ static __device__ __forceinline__ bool sm90_tiles_contiguous(const int32_t *lo, 
     return ok;
 }
 
+/* Block-table entry blk of a paged unit (-1 past the table or past what its rows see); the range
+ * check against the cache is made where it is used, so that the load is not waited for here. */
+static __device__ __forceinline__ int32_t sm90_pg_fetch(const ltk_scan_params &p, const int32_t *btr, int32_t blk,
+                                                        int32_t hmax) {
+    return blk < p.pg.max_blocks && blk * p.pg.bkv < hmax ? btr[blk] : -1;
+}
+
 /* Watchdog of the spin waits (params.watchdog_ns, 0 = off). A wait that never ends cannot be
  * told from a slow kernel on the host; this records which role waited on what (unit, tile, stage,
  * parity) in host-mapped memory (params.diag, readable after the context is lost) and traps, so a
@@ -257,7 +270,15 @@ static __device__ __forceinline__ void sm90_flush_lanes(const ltk_scan_params &p
 
 #endif
 
-template <int H>
+/* NN: the wgmma N, the query-heads of a q-block that exist (128; 64 or 32 when a decode request has
+ * fewer rows than the q-block's BQ: the slots past NN / H are then empty and cost no tensor work). */
+template <int NN> static __device__ __forceinline__ void sm90_wgmma(float *acc, uint64_t da, uint64_t db, int kk) {
+    if (NN == 128) ltk_wgmma_m64n128k32_e4m3(acc, da, db, kk);
+    else if (NN == 64) ltk_wgmma_m64n64k32_e4m3(acc, da, db, kk);
+    else ltk_wgmma_m64n32k32_e4m3(acc, da, db, kk);
+}
+
+template <int H, int NN>
 __global__ void __launch_bounds__(SM90_THREADS, 1)
     ltk_sm90_scan_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kv,
                          const __grid_constant__ CUtensorMap tm_ks, const ltk_scan_params p) {
@@ -277,8 +298,8 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     sm90_row *row_s = (sm90_row *)(smem + cfg::OFF_ROW);
     int32_t *done_s = (int32_t *)(smem + cfg::OFF_MISC);
     uint64_t *full_b = (uint64_t *)(smem + cfg::OFF_BAR);
-    uint64_t *empty_b = full_b + SM90_NSTAGE;
-    uint64_t *qfull_b = empty_b + SM90_NSTAGE;
+    uint64_t *empty_b = full_b + cfg::NSTAGE;
+    uint64_t *qfull_b = empty_b + cfg::NSTAGE;
     uint64_t *qempty_b = qfull_b + 2;
 
     const int64_t nrows = sm90_nrows(p);
@@ -290,7 +311,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
      * warp-uniform: the descriptors are then built in uniform registers, not moved by R2UR */
     const int warp = __shfl_sync(0xffffffffu, (int)(threadIdx.x >> 5), 0), lane = threadIdx.x & 31;
     if (threadIdx.x == 0) {
-        for (int s = 0; s < SM90_NSTAGE; s++) {
+        for (int s = 0; s < cfg::NSTAGE; s++) {
             ltk_mbar_init(&full_b[s], 1);
             ltk_mbar_init(&empty_b[s], SM90_MATH_WARPS);
         }
@@ -327,9 +348,9 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 const int qs = (int)(it & 1);
                 if (lane == 0) {
                     sm90_wait(&qempty_b[qs], (uint32_t)((it >> 1) & 1) ^ 1u, p, 0, 0, u, it, -1, qs);
-                    ltk_mbar_arrive_expect_tx(&qfull_b[qs], BQ * H * 128);
+                    ltk_mbar_arrive_expect_tx(&qfull_b[qs], NN * 128);
 #pragma unroll
-                    for (int q = 0; q < BQ; q++) {
+                    for (int q = 0; q < NN / H; q++) {
                         int64_t lr = sm90_unit_row<BQ>(p, qb, q, nrows);
                         int64_t t = sm90_abs_row(p, lr < nrows ? lr : 0);
                         ltk_tma_load_3d(q_s + qs * 16384 + q * H * 128, &tm_q, &qfull_b[qs], 0, 0, (int32_t)t);
@@ -341,6 +362,11 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                  * position any of them sees (blocks past it are not looked up) */
                 const int32_t *btr = NULL;
                 int32_t hmax = 0;
+                /* Block-table entries, 32 a window (lane l holds block base + l), the next window
+                 * loaded when the current one is entered. Why: one table read per tile before its
+                 * TMA made the producer wait a global-load latency every tile (~1.4 us a tile under
+                 * full HBM load, H200: the scan at 3.1 TB/s, score only, B = 8 at 1M). */
+                int32_t cur = -1, nxt = -1, cur_base = INT32_MIN / 2, nxt_base = INT32_MIN / 2;
                 if (paged) {
                     btr = p.pg.bt + (int64_t)((uint32_t)sm90_abs_row(p, sm90_unit_row<BQ>(p, qb, 0, nrows)) /
                                               (uint32_t)p.pg.next_n) * p.pg.bt_stride;
@@ -352,21 +378,27 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                         /* One box per cache block: the tile's 256 / bkv blocks land where one
                          * 256-row box would (each at a multiple of 1024 bytes, so the 128-byte
                          * swizzle is the same), their scales beside them. An unmapped block is a
-                         * coordinate outside the map: TMA fills zero keys and NaN scales. The
-                         * table entries are read before the wait, which hides their latency. */
+                         * coordinate outside the map: TMA fills zero keys and NaN scales. */
                         const int nb = SM90_BKV / p.pg.bkv;
-                        const int32_t blk = t * nb + lane;
-                        int32_t my = -1;
-                        if (lane < nb && blk < p.pg.max_blocks && blk * p.pg.bkv < hmax) {
-                            const int32_t v = btr[blk];
-                            my = v >= 0 && v < p.pg.nblocks ? v : -1;
+                        const int32_t need = t * nb;
+                        if (need < cur_base || need + nb > cur_base + 32) {
+                            if (need >= nxt_base && need + nb <= nxt_base + 32) {
+                                cur = nxt;
+                                cur_base = nxt_base;
+                            } else {
+                                cur_base = need;
+                                cur = sm90_pg_fetch(p, btr, need + lane, hmax);
+                            }
+                            nxt_base = cur_base + 32;
+                            nxt = sm90_pg_fetch(p, btr, nxt_base + lane, hmax); /* used a window later */
                         }
                         if (lane == 0) {
                             sm90_wait(&empty_b[stage], phase ^ 1u, p, 0, 1, u, it, t, stage);
                             ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128 + SM90_BKV * 4);
                         }
                         for (int j = 0; j < nb; j++) {
-                            const int32_t id = __shfl_sync(0xffffffffu, my, j);
+                            int32_t id = __shfl_sync(0xffffffffu, cur, need - cur_base + j);
+                            id = id >= 0 && id < p.pg.nblocks ? id : -1;
                             if (lane == 0) {
                                 ltk_tma_load_3d(kv_s + stage * (SM90_BKV * 128) + j * p.pg.bkv * 128, &tm_kv,
                                                 &full_b[stage], 0, 0, id);
@@ -380,7 +412,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                         /* the tile's key scales beside it (zero-filled past S, as the reference's 0) */
                         if (p.kv_scale) ltk_tma_load_2d(kvs_s + stage * SM90_BKV, &tm_ks, &full_b[stage], t * SM90_BKV, 0);
                     }
-                    if (++stage == SM90_NSTAGE) {
+                    if (++stage == cfg::NSTAGE) {
                         stage = 0;
                         phase ^= 1u;
                     }
@@ -456,9 +488,9 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const int c = lane & 3;
     const int mrow = (warp & 3) * 16 + (lane >> 2);
     ltk_cand *my_stage = stage_s + wq * (32 * LANE_Q * LANE_CAP);
-    float acc[64];
+    float acc[NN / 2];
 #pragma unroll
-    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+    for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
 
     int stage = 0;
     uint32_t phase = 0;
@@ -555,19 +587,19 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             }
             const uint64_t desc_a = ltk_desc_sw128(kv_s + stage * (SM90_BKV * 128) + wg * (64 * 128));
 #pragma unroll
-            for (int i = 0; i < 64; i++) ltk_fence_operand(acc[i]);
+            for (int i = 0; i < NN / 2; i++) ltk_fence_operand(acc[i]);
             ltk_wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++) ltk_wgmma_m64n128k32_e4m3(acc, desc_a + 2 * kk, desc_b + 2 * kk, kk);
+            for (int kk = 0; kk < 4; kk++) sm90_wgmma<NN>(acc, desc_a + 2 * kk, desc_b + 2 * kk, kk);
             ltk_wgmma_commit();
             ltk_wgmma_wait<0>();
 #pragma unroll
-            for (int i = 0; i < 64; i++) ltk_fence_operand(acc[i]);
+            for (int i = 0; i < NN / 2; i++) ltk_fence_operand(acc[i]);
             /* every lane's kv_scale read of this stage is ordered before lane 0 frees it (the next
              * TMA into the stage overwrites the scales; the wait above orders only the wgmma) */
             __syncwarp();
             if (lane == 0) ltk_mbar_arrive(&empty_b[stage]);
-            if (++stage == SM90_NSTAGE) {
+            if (++stage == cfg::NSTAGE) {
                 stage = 0;
                 phase ^= 1u;
             }
@@ -577,7 +609,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 #pragma unroll
             for (int f = 0; f < 2 * BQ; f++) part[f] = 0.0f;
 #pragma unroll
-            for (int j2 = 0; j2 < 8; j2++) {
+            for (int j2 = 0; j2 < NN / 16; j2++) {
 #pragma unroll
                 for (int h2 = 0; h2 < 2; h2++) {
                     const int j = 2 * j2 + h2;
@@ -684,7 +716,7 @@ static int sm90_image_ok(void) {
     static int ok = -1;
     if (ok < 0) {
         cudaFuncAttributes fa;
-        cudaError_t e = cudaFuncGetAttributes(&fa, ltk_sm90_scan_kernel<64>);
+        cudaError_t e = cudaFuncGetAttributes(&fa, ltk_sm90_scan_kernel<64, 128>);
         if (e != cudaSuccess) (void)cudaGetLastError();
         /* the register split above assumes the launch allocation; anything else could deadlock */
         ok = e == cudaSuccess && fa.binaryVersion == 90 && fa.numRegs == SM90_REG_LAUNCH;
@@ -770,11 +802,11 @@ static ltk_status sm90_tmaps(const ltk_scan_params *p, CUtensorMap *tq, CUtensor
     return LTK_OK;
 }
 
-template <int H> static ltk_status sm90_launch(const ltk_scan_params *p, int nsm, cudaStream_t st) {
+template <int H, int NN> static ltk_status sm90_launch(const ltk_scan_params *p, int nsm, cudaStream_t st) {
     typedef sm90_cfg<H> cfg;
     static int attr_set = 0; /* per process; every device accepts the same limit */
     if (!attr_set) {
-        LTK_CUDA_TRY(cudaFuncSetAttribute(ltk_sm90_scan_kernel<H>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        LTK_CUDA_TRY(cudaFuncSetAttribute(ltk_sm90_scan_kernel<H, NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           (int)cfg::SMEM));
         attr_set = 1;
     }
@@ -784,16 +816,20 @@ template <int H> static ltk_status sm90_launch(const ltk_scan_params *p, int nsm
     int64_t units = nqb * p->nsplit;
     if (units <= 0) return LTK_OK;
     int grid = (int)(units < nsm ? units : nsm);
-    ltk_sm90_scan_kernel<H><<<grid, SM90_THREADS, cfg::SMEM, st>>>(tq, tkv, tks, *p);
+    ltk_sm90_scan_kernel<H, NN><<<grid, SM90_THREADS, cfg::SMEM, st>>>(tq, tkv, tks, *p);
     LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }
 
 extern "C" ltk_status ltk_sm90_scan(const ltk_scan_params *p, int nsm, cudaStream_t st) {
+    /* the query-heads a q-block holds: fewer than 128 when its rows are one decode request's */
+    const int bq = 128 / p->H;
+    const int used = p->group > 0 && p->group < bq ? p->group : bq;
     switch (p->H) {
-    case 16: return sm90_launch<16>(p, nsm, st);
-    case 32: return sm90_launch<32>(p, nsm, st);
-    case 64: return sm90_launch<64>(p, nsm, st);
+    case 16: return sm90_launch<16, 128>(p, nsm, st);
+    case 32: return used == 1 ? sm90_launch<32, 32>(p, nsm, st)
+                    : used == 2 ? sm90_launch<32, 64>(p, nsm, st) : sm90_launch<32, 128>(p, nsm, st);
+    case 64: return used == 1 ? sm90_launch<64, 64>(p, nsm, st) : sm90_launch<64, 128>(p, nsm, st);
     }
     return ltk_error(LTK_EINTERNAL, "sm90 scan: H=%d not instantiated", p->H);
 }

@@ -23,11 +23,19 @@
 
 /* ---- plan ----------------------------------------------------------------------------- */
 #define CAND_BUDGET ((size_t)768 << 20) /* candidate buffer: keeps the fused workspace under 1 GB at T=8192 */
+/* A fused decode call (paged keys) runs as dense windows of at most this many score bytes, so its
+ * workspace depends on the batch (rows x k) and this bound, never on max_len beyond it. Why dense:
+ * the scores are 4 bytes a position a row next to the 132 bytes a position the scan reads, and on
+ * the H200 the filter's fixed stages (the per-request sample, the prep, the candidate select)
+ * made it 1.3-4.5x slower than the dense select at every decode shape measured (next_n = 1, B 1-256,
+ * 4K-1M positions: `litetopk bench decode`, bench/results/h200/decode.jsonl). */
+#define DECODE_BUDGET ((size_t)128 << 20)
 
 typedef struct idx_plan {
     int sm90, bq, skip_short, algo, ext_select;
     int dense_for_fused; /* a fused call run as dense windows (short rows: fused_dense_wanted) */
     const ltk_paged_src *pg; /* the decode operation's paged keys (decode.cu), or NULL */
+    int capturing;           /* the stream is being captured: no host allocation (the watchdog's) */
     ltk_cuda_dev dev;
     int64_t T, S, S_r;
     int32_t k;
@@ -40,7 +48,7 @@ typedef struct idx_plan {
     size_t o_big, big_bytes; /* candidates / logits / vote scratch */
     size_t o_run, o_runcnt;  /* running best of multi-window rows */
     size_t o_smin, o_delta, o_th, o_cnt;
-    size_t o_P, o_kvg, o_scg, o_sbt, o_lohi, o_fb, o_fbcnt, o_se;
+    size_t o_P, o_kvg, o_scg, o_lohi, o_fb, o_fbcnt, o_se;
     size_t o_stc, o_stb, o_stf;
     size_t o_rh; /* fused: the gate histograms carried between a row's key splits (sm_90a) */
     size_t total; /* bytes (while planning: laid out so far) */
@@ -79,9 +87,10 @@ static void take(idx_plan *p, size_t *field, size_t bytes) {
 static ltk_status plan_common(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e, idx_plan *p) {
     memset(p, 0, sizeof *p);
     p->pg = pg;
+    p->capturing = ltk_stream_capturing((cudaStream_t)e->stream);
     LTK_FORWARD_IF(ltk_cuda_device(&p->dev));
     p->algo = e->algo;
-    if (p->algo == LTK_ALGO_FUSED && fused_dense_wanted(a)) {
+    if (p->algo == LTK_ALGO_FUSED && (fused_dense_wanted(a) || pg)) {
         p->algo = LTK_ALGO_MATERIALIZE;
         p->dense_for_fused = 1;
     }
@@ -109,8 +118,9 @@ static void plan_score_only(idx_plan *p) {
 /* Materialize (also a fused call run as dense windows): sub-chunks of dense_rows rows, each row's
  * keys in nwin windows of dense_W columns, within the logits budget. */
 static void plan_dense(idx_plan *p) {
-    /* (a fused call's dense windows stay inside the fused workspace's candidate budget) */
-    const size_t budget = p->dense_for_fused ? CAND_BUDGET : mat_budget();
+    /* (a fused call's dense windows stay inside the fused workspace's candidate budget; a decode
+     * call's inside DECODE_BUDGET) */
+    const size_t budget = p->dense_for_fused ? (p->pg ? DECODE_BUDGET : CAND_BUDGET) : mat_budget();
     const int64_t T = p->T;
     int64_t W = p->S_r;
     if ((size_t)W * 4 > budget) W = (int64_t)(budget / 4 / 256) * 256;
@@ -151,8 +161,7 @@ static ltk_status plan_fused(const ltk_indexer_args *a, idx_plan *p) {
      * (H200: the larger sample cost 6-9% on prefills of S <= 64K keys, saved 1-2% at 1M). */
     const int64_t m_cold_q = 2 * k > 4096 ? 2 * k : 4096;
     const int long_rows = p->S_r >= 64 * m_cold_q;
-    /* (decode, paged: the sample is gathered per request, B times, so short contexts take k) */
-    p->m_cold = (!a->state && !p->pg) || long_rows ? m_cold_q : k;
+    p->m_cold = !a->state || long_rows ? m_cold_q : k;
     /* Over long rows the strided estimate sets the start (H200, T=8192 S=1M: the same 5.1k
      * candidates a row with and without a hot set), so only the best k hot keys are scored
      * there, not the whole set: the sample scan is 8,192 x m keys a call. */
@@ -169,7 +178,7 @@ static ltk_status plan_fused(const ltk_indexer_args *a, idx_plan *p) {
     if (tsub > T) tsub = T;
     if (tsub < 1) tsub = 1;
     int64_t nsub = ceil_div(T > 0 ? T : 1, tsub);
-    tsub = round_up(ceil_div(T > 0 ? T : 1, nsub), p->pg ? p->pg->next_n : p->bq);
+    tsub = round_up(ceil_div(T > 0 ? T : 1, nsub), p->bq);
     if (tsub > T && T > 0) tsub = T;
     p->tsub = tsub;
     p->big_bytes = (size_t)tsub * (size_t)cap * 8;
@@ -196,14 +205,8 @@ static ltk_status plan_fused(const ltk_indexer_args *a, idx_plan *p) {
     take(p, &p->o_th, 4 * tsub);
     take(p, &p->o_cnt, 4 * tsub);
     take(p, &p->o_P, 4 * p->m_max);
-    if (p->pg) { /* per request: the sample's blocks (cache layout, 256 tokens) and their table */
-        const size_t nreq = (size_t)(T / p->pg->next_n);
-        take(p, &p->o_kvg, nreq * (size_t)p->m_max * (size_t)(a->D + 4));
-        take(p, &p->o_sbt, nreq * 4 * (size_t)(p->m_max / 256));
-    } else {
-        take(p, &p->o_kvg, (size_t)p->m_max * a->D * es);
-        take(p, &p->o_scg, 4 * p->m_max);
-    }
+    take(p, &p->o_kvg, (size_t)p->m_max * a->D * es);
+    take(p, &p->o_scg, 4 * p->m_max);
     take(p, &p->o_rh, p->sm90 ? 4 * (size_t)tsub * LTK_NB : 0); /* (only the sm_90a scan carries it) */
     take(p, &p->o_lohi, 48); /* union range, then where the strided part of the sample lies */
     take(p, &p->o_fb, 4 * tsub);
@@ -426,7 +429,9 @@ static void scan_base(const ltk_indexer_args *a, const idx_plan *pl, ltk_scan_pa
     sp->col_lo = 0;
     sp->col_hi = a->S;
     sp->watchdog_ns = watchdog_ns();
-    sp->diag = pl->sm90 && sp->watchdog_ns > 0 ? diag_ptr() : NULL;
+    /* (cudaHostAlloc is not allowed while a stream is captured: a first call made under capture
+     * runs without the record, and the watchdog still traps) */
+    sp->diag = pl->sm90 && sp->watchdog_ns > 0 && !pl->capturing ? diag_ptr() : NULL;
     if (pl->pg) { /* paged keys: rows in request groups; the scales follow each block's keys */
         sp->pg = *pl->pg;
         sp->group = pl->pg->next_n;
@@ -452,7 +457,6 @@ static ltk_status dense_rows(const ltk_indexer_args *a, const idx_plan *pl, uint
         sp.row_list = list;
         sp.row_count = list_count;
         sp.list_off = list_off;
-        if (list && pl->pg) sp.group = 1; /* listed rows are of any requests: one a q-block */
         sp.col_lo = w * pl->dense_W;
         sp.col_hi = sp.col_lo + pl->dense_W < a->S ? sp.col_lo + pl->dense_W : a->S;
         sp.logits = logits;
@@ -568,11 +572,7 @@ static ltk_status fused_sample(const ltk_indexer_args *a, const idx_plan *pl, ui
     LTK_FORWARD_IF(ltk_idx_union(a->ks, a->ke, a->T, a->S, a->k, pl->skip_short, lohi, st));
     LTK_FORWARD_IF(ltk_idx_sample_list(a->state ? a->state->keys : NULL, a->state ? a->state->capacity : 0, pl->m_hot,
                                        pl->m_cold, pl->win, lohi, P, pl->m_max, st));
-    if (pl->pg)
-        LTK_FORWARD_IF(ltk_idx_gather_paged(pl->pg, a->T / pl->pg->next_n, a->D, P, pl->m_max, ws + pl->o_kvg,
-                                            (int32_t *)(ws + pl->o_sbt), st));
-    else
-        LTK_FORWARD_IF(ltk_idx_gather(a, P, pl->m_max, ws + pl->o_kvg, (float *)(ws + pl->o_scg), st));
+    LTK_FORWARD_IF(ltk_idx_gather(a, P, pl->m_max, ws + pl->o_kvg, (float *)(ws + pl->o_scg), st));
     return trace_step(tr, st, "sample union+list+gather (m=%lld)", (long long)pl->m_max);
 }
 
@@ -592,18 +592,6 @@ static ltk_status fused_scan(const ltk_indexer_args *a, const idx_plan *pl, uint
     sp.kv = ws + pl->o_kvg;
     sp.kv_stride = a->D;
     sp.kv_scale = a->kv_scale ? (const float *)(ws + pl->o_scg) : NULL;
-    if (pl->pg) { /* the requests' gathered samples, as a paged source of 256-token blocks */
-        const int64_t nsb = m_pad / 256;
-        sp.pg.cache = ws + pl->o_kvg;
-        sp.pg.nblocks = a->T / pl->pg->next_n * nsb;
-        sp.pg.bstride = 256 * (int64_t)(a->D + 4);
-        sp.pg.bt = (const int32_t *)(ws + pl->o_sbt);
-        sp.pg.bt_stride = nsb;
-        sp.pg.bkv = 256;
-        sp.pg.max_blocks = (int32_t)nsb;
-        sp.kv = NULL;
-        sp.kv_scale = (const float *)(sp.pg.cache + 256 * (size_t)a->D);
-    }
     sp.ks = sp.ke = NULL;
     sp.skip_short = 0;
     sp.col_lo = 0;

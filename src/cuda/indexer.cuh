@@ -199,8 +199,9 @@ static __device__ __forceinline__ float ltk_load_elem(const void *p, int dtype, 
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* The indexer over a paged key source (decode.cu builds `a` with kv NULL, ks NULL, ke the rows'
- * lengths, S the capacity, T = B * next_n, no state); pg NULL is ltk_cuda_indexer. */
+/* The indexer over a paged key source (decode.cu builds `a` with kv NULL, ks zeros, ke the rows'
+ * lengths, S the capacity, T = B * next_n, no state); pg NULL is ltk_cuda_indexer. A fused call
+ * runs as dense windows (indexer.cu, DECODE_BUDGET). */
 ltk_status ltk_cuda_indexer_paged_workspace(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e,
                                             size_t *bytes);
 ltk_status ltk_cuda_indexer_paged(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e, void *ws,
@@ -208,7 +209,7 @@ ltk_status ltk_cuda_indexer_paged(const ltk_indexer_args *a, const ltk_paged_src
 /* 1 if the sm_90a scan kernel can run these shapes on the current device. */
 int ltk_sm90_supported(const ltk_indexer_args *a, int cc_major, int cc_minor);
 int ltk_sm90_rows_per_block(int32_t H);
-/* 1 if the sm_90a scan can read this paged source (D = 128, block_kv a power of two in [8, 256],
+/* 1 if the sm_90a scan can read this paged source (D = 128, block_kv a power of two in [32, 256],
  * 16-byte aligned cache and block stride) for these shapes. */
 int ltk_sm90_paged_supported(const ltk_indexer_args *a, const ltk_paged_src *g, int cc_major, int cc_minor);
 
@@ -228,12 +229,6 @@ ltk_status ltk_idx_sample_list(const int32_t *hot, int32_t hot_cap, int64_t m_ho
 /* Gathers the sample's key rows (and scales) into a dense key source; padding rows are zero. */
 ltk_status ltk_idx_gather(const ltk_indexer_args *a, const int32_t *P, int64_t m_pad, void *kvg, float *scaleg,
                           cudaStream_t st);
-/* The same from a paged source, per request (B = rows / next_n): request b's sample keys P[j] go to
- * out as blocks of 256 tokens in the cache layout (block b * m_pad / 256 + j / 256), and sbt
- * [B][m_pad / 256] becomes the identity table of those blocks, so that the sample scan reads them
- * as a paged source of block_kv 256. Padding keys are zero with scale 0; unmapped ones scale NaN. */
-ltk_status ltk_idx_gather_paged(const ltk_paged_src *g, int64_t B, int32_t D, const int32_t *P, int64_t m_pad,
-                                uint8_t *out, int32_t *sbt, cudaStream_t st);
 /* Per-row threshold setup from the sample scores sc[r * ld + j] (j < m_max); lohi as filled by
  * ltk_idx_sample_list. */
 ltk_status ltk_idx_prep(const ltk_indexer_args *a, int64_t row0, int64_t nrows, const float *sc, int64_t ld,

@@ -2,6 +2,8 @@
  * test-decode checks against a brute force.
  *   test-cuda-decode            every test, each in its own process
  *   test-cuda-decode --small    the small cases (for compute-sanitizer)
+ *   test-cuda-decode --graph-bench B CTX NEXT_N   a decode step as a direct call and as a replayed
+ *                               CUDA graph (GPU time, event medians), one JSON line
  * Inputs on the dyadic grid of test-decode (every score exact in fp32) must match the CPU bit for
  * bit, ties and NaN included; free inputs (DSA-like codes, long rows: the filter path) within a
  * stated tolerance. Every case also checks, on the GPU: fused == materialize bit for bit, physical
@@ -154,13 +156,20 @@ static int run(const dprob *p, int dev, ltk_algo algo, uint32_t flags, int with_
     return st == LTK_OK;
 }
 
-/* GPU sorted output against the CPU's: exact on the grid, else scores within tol of the row's scale. */
-static void compare_cpu(const dprob *p, const int32_t *gi, const float *gs, const int32_t *ci, const float *cs) {
+/* GPU sorted output against the CPU's. The portable kernel sums in fp32 on exact inputs: on the grid
+ * it must give the CPU's bits. The sm_90a kernel's FP8 tensor-core accumulation keeps ~2e-4 of the
+ * row's largest |score| (test-cuda-indexer's bound; 2e-3 used): there every returned position must
+ * be within tol of the CPU's k-th, its score within tol of the CPU's score of it where the CPU
+ * returned it, and every CPU entry above the GPU's k-th by more than tol returned. */
+static void compare_cpu(const dprob *p, int exact, const int32_t *gi, const float *gs, const int32_t *ci,
+                        const float *cs) {
     const dcase *c = &p->c;
+    float *byp = malloc(sizeof(float) * (size_t)(c->max_len + 1));
+    char *has = malloc((size_t)c->max_len + 1);
     for (int64_t t = 0; t < p->rows; t++) {
         const int32_t *a = gi + t * c->k, *b = ci + t * c->k;
         const float *x = gs + t * c->k, *y = cs + t * c->k;
-        if (c->grid) {
+        if (exact) {
             for (int j = 0; j < c->k; j++)
                 if (!CHECK(a[j] == b[j] && t_same_f32(x[j], y[j]), "row %lld slot %d: gpu %d (%g), cpu %d (%g)",
                            (long long)t, j, a[j], (double)x[j], b[j], (double)y[j]))
@@ -168,17 +177,58 @@ static void compare_cpu(const dprob *p, const int32_t *gi, const float *gs, cons
             continue;
         }
         double mx = 0;
-        for (int j = 0; j < c->k; j++)
-            if (isfinite(y[j]) && fabs(y[j]) > mx) mx = fabs(y[j]);
-        const double tol = 1e-5 * mx + 1e-30; /* fp32 sums of 64 x 128 products in two orders */
+        int na = 0, nb = 0, nan_a = 0, nan_b = 0;
         for (int j = 0; j < c->k; j++) {
-            const int pad_a = a[j] < 0, pad_b = b[j] < 0;
-            if (!CHECK(pad_a == pad_b && (pad_a || (a[j] < p->lens[t] && fabs((double)x[j] - (double)y[j]) <= tol)),
-                       "row %lld slot %d: gpu %d (%.9g), cpu %d (%.9g), tol %g", (long long)t, j, a[j], (double)x[j],
-                       b[j], (double)y[j], tol))
-                break;
+            if (isfinite(y[j]) && fabs(y[j]) > mx) mx = fabs(y[j]);
+            na += a[j] >= 0, nb += b[j] >= 0;
+            nan_a += a[j] >= 0 && isnan(x[j]), nan_b += b[j] >= 0 && isnan(y[j]);
         }
+        const double tol = 2e-3 * mx + 1e-30;
+        /* an infinite scale times a head sum near 0: its sign (or a NaN for an exact 0) depends on
+         * the accumulation; such positions are not compared (special inputs only) */
+        if (c->special) nan_a = nan_b = 0;
+        if (!CHECK(na == nb && nan_a == nan_b, "row %lld: %d entries (%d NaN), cpu %d (%d NaN)", (long long)t, na, nan_a,
+                   nb, nan_b))
+            continue;
+        memset(has, 0, (size_t)c->max_len + 1);
+        double ckth = INFINITY, gkth = INFINITY; /* the k-th non-NaN finite scores */
+        for (int j = 0; j < nb; j++) {
+            has[b[j]] = 1, byp[b[j]] = y[j];
+            if (!isnan(y[j])) ckth = y[j];
+        }
+        for (int j = 0; j < na; j++)
+            if (!isnan(x[j])) gkth = x[j];
+        int ok = 1;
+        char *seen = calloc((size_t)c->max_len + 1, 1);
+        for (int j = 0; j < na && ok; j++) {
+            const int32_t i = a[j];
+            ok &= CHECK(i < p->lens[t] && !seen[i], "row %lld slot %d: position %d (len %d) bad or repeated",
+                        (long long)t, j, i, p->lens[t]);
+            if (!ok) break;
+            seen[i] = 1;
+            if (isnan(x[j]) || (c->special && isinf(x[j]))) continue;
+            if (has[i]) {
+                if (!(c->special && isinf(byp[i])))
+                    ok &= CHECK(x[j] == byp[i] || fabs((double)x[j] - (double)byp[i]) <= tol,
+                            "row %lld position %d: gpu %.9g, cpu %.9g (tol %g)", (long long)t, i, (double)x[j],
+                                (double)byp[i], tol);
+            } else
+                ok &= CHECK(fabs((double)x[j] - ckth) <= tol || x[j] == ckth,
+                            "row %lld position %d (%.9g): not in the cpu's list, whose k-th is %.9g (tol %g)",
+                            (long long)t, i, (double)x[j], ckth, tol);
+        }
+        for (int j = 0; j < nb && ok; j++)
+            if (!isnan(y[j]) && !(c->special && isinf(y[j])) && !seen[b[j]])
+                ok &= CHECK(!((double)y[j] > gkth + tol), "row %lld: cpu position %d (%.9g) above the gpu's k-th %.9g missing",
+                            (long long)t, b[j], (double)y[j], gkth);
+        free(seen);
     }
+    free(byp), free(has);
+}
+
+static int cmp_double_asc(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -195,7 +245,10 @@ static void check_case(const dcase *c) {
     int32_t *ci = malloc(n * 4), *gi = malloc(n * 4), *mi = malloc(n * 4), *xi = malloc(n * 4);
     float *cs = malloc(n * 4), *gs = malloc(n * 4), *ms = malloc(n * 4);
     if (run(&p, 0, LTK_ALGO_FUSED, 0, 1, 0, ci, cs) && run(&p, 1, LTK_ALGO_FUSED, 0, 1, 0, gi, gs)) {
-        compare_cpu(&p, gi, gs, ci, cs);
+        /* the portable kernel runs where the sm_90a one cannot (ltk_sm90_paged_supported) or is off */
+        const int portable = c->D != 128 || c->block_kv < 32 || (p.block_stride % 16) || (c->H != 16 && c->H != 32 &&
+                             c->H != 64) || getenv("LTK_CUDA_PORTABLE");
+        compare_cpu(&p, portable && c->grid, gi, gs, ci, cs);
         if (run(&p, 1, LTK_ALGO_MATERIALIZE, 0, 1, 0, mi, ms))
             CHECK(!memcmp(gi, mi, n * 4) && !memcmp(gs, ms, n * 4), "cuda fused != materialize");
         if (run(&p, 1, LTK_ALGO_FUSED, 0, 1, 1, mi, ms))
@@ -248,6 +301,10 @@ static void check_graph(const dcase *c) {
     e.stream = st, e.workspace = ws, e.workspace_bytes = wsb;
     cudaGraph_t g;
     cudaGraphExec_t ge;
+    /* a first call outside the capture, as engines warm up before they capture (the library's
+     * one-time setup, e.g. kernel attributes, then happens outside it) */
+    CHECK(ltk_decode_topk(&a, &e) == LTK_OK, "warm-up call: %s", ltk_last_error());
+    GPU_CHECK(cudaStreamSynchronize(st));
     GPU_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     ltk_status s = ltk_decode_topk(&a, &e);
     GPU_CHECK(cudaStreamEndCapture(st, &g));
@@ -340,9 +397,64 @@ static void decode_graph(void) {
     check_graph(&c2);
 }
 
+/* --graph-bench B CTX NEXT_N: the GPU time of one decode step (H = 64, k = 2048, block_kv 64, free
+ * codes, lengths ctx) as a direct call and as a captured CUDA graph replayed, CUDA-event medians of
+ * 30 back-to-back calls after a warm-up; one JSON line on stdout. */
+static int graph_bench(int B, int ctx, int next_n) {
+    if (gu_no_cuda()) return 77;
+    t_init_seed();
+    const dcase c = {B, next_n, 64, 128, 2048, 64, 0, 2, ctx, 0, 0};
+    dprob p;
+    prob_make(&c, &p);
+    const size_t n = (size_t)p.rows * c.k;
+    int32_t *oi = gu_alloc(n * 4);
+    ltk_decode_args a = prob_args(&p, 1, oi, NULL, LTK_FLAG_UNSORTED);
+    ltk_exec e = {.backend = LTK_BACKEND_CUDA, .algo = LTK_ALGO_FUSED};
+    size_t wsb = 0;
+    if (ltk_decode_workspace_size(&a, &e, &wsb) != LTK_OK) return 1;
+    void *ws = gu_alloc(wsb);
+    cudaStream_t st;
+    GPU_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    e.stream = st, e.workspace = ws, e.workspace_bytes = wsb;
+    cudaEvent_t e0, e1;
+    GPU_CHECK(cudaEventCreate(&e0));
+    GPU_CHECK(cudaEventCreate(&e1));
+    double t_direct[30], t_graph[30];
+    for (int i = 0; i < 3; i++) ltk_decode_topk(&a, &e);
+    for (int i = 0; i < 30; i++) {
+        GPU_CHECK(cudaEventRecord(e0, st));
+        if (ltk_decode_topk(&a, &e) != LTK_OK) return 1;
+        GPU_CHECK(cudaEventRecord(e1, st));
+        GPU_CHECK(cudaEventSynchronize(e1));
+        t_direct[i] = now_ms_events(e0, e1);
+    }
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    GPU_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    ltk_status s = ltk_decode_topk(&a, &e);
+    GPU_CHECK(cudaStreamEndCapture(st, &g));
+    if (s != LTK_OK) return 1;
+    GPU_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    for (int i = 0; i < 3; i++) GPU_CHECK(cudaGraphLaunch(ge, st));
+    for (int i = 0; i < 30; i++) {
+        GPU_CHECK(cudaEventRecord(e0, st));
+        GPU_CHECK(cudaGraphLaunch(ge, st));
+        GPU_CHECK(cudaEventRecord(e1, st));
+        GPU_CHECK(cudaEventSynchronize(e1));
+        t_graph[i] = now_ms_events(e0, e1);
+    }
+    qsort(t_direct, 30, sizeof(double), cmp_double_asc);
+    qsort(t_graph, 30, sizeof(double), cmp_double_asc);
+    printf("{\"bench\": \"decode_graph\", \"B\": %d, \"ctx\": %d, \"next_n\": %d, \"H\": 64, \"k\": 2048, "
+           "\"direct_ms\": %.4f, \"graph_ms\": %.4f, \"ratio\": %.3f}\n",
+           B, ctx, next_n, t_direct[15], t_graph[15], t_graph[15] / t_direct[15]);
+    return 0;
+}
+
 static const t_test tests[] = {T_ENTRY(decode_small), T_ENTRY(decode_full), T_ENTRY(decode_graph)};
 
 int main(int argc, char **argv) {
+    if (argc == 5 && !strcmp(argv[1], "--graph-bench")) return graph_bench(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
     char small[] = "small";
     if (argc > 1 && !strcmp(argv[1], "--small")) argv[1] = small;
     return T_RUN_ISOLATED(tests, 900, gu_no_cuda);
