@@ -96,7 +96,8 @@ def main():
             for t in range(mine.shape[0]):
                 hit += torch.isin(mine[t], ref[t]).sum().item()
             recall = hit / (mine.shape[0] * a.k)
-            rec = {"bench": "decode_torch", "B": B, "ctx": ctx, "next_n": a.next_n, "H": a.H, "k": a.k,
+            rec = {"op": "decode_torch", "harness": "bench/decode_torch.py", "device": torch.cuda.get_device_name(),
+                   "B": B, "ctx": ctx, "next_n": a.next_n, "H": a.H, "k": a.k,
                    "block": a.block, "litetopk_ms": round(t_ours, 4), "torch_ms": round(t_base, 4),
                    "speedup": round(t_base / t_ours, 2), "recall_vs_torch": round(recall, 5),
                    "commit": os.environ.get("LTK_COMMIT", "?")}

@@ -445,9 +445,11 @@ static int graph_bench(int B, int ctx, int next_n) {
     }
     qsort(t_direct, 30, sizeof(double), cmp_double_asc);
     qsort(t_graph, 30, sizeof(double), cmp_double_asc);
-    printf("{\"bench\": \"decode_graph\", \"B\": %d, \"ctx\": %d, \"next_n\": %d, \"H\": 64, \"k\": 2048, "
+    const char *commit = getenv("LTK_COMMIT");
+    printf("{\"op\": \"decode\", \"algo\": \"graph\", \"harness\": \"test-cuda-decode --graph-bench\", \"commit\": \"%s\", "
+           "\"B\": %d, \"ctx\": %d, \"next_n\": %d, \"H\": 64, \"k\": 2048, "
            "\"direct_ms\": %.4f, \"graph_ms\": %.4f, \"ratio\": %.3f}\n",
-           B, ctx, next_n, t_direct[15], t_graph[15], t_graph[15] / t_direct[15]);
+           commit ? commit : "?", B, ctx, next_n, t_direct[15], t_graph[15], t_graph[15] / t_direct[15]);
     return 0;
 }
 
