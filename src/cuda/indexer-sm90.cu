@@ -50,10 +50,12 @@ struct sm90_row {
 
 template <int H> struct sm90_cfg {
     enum {
-        /* TMA stages in flight: 5 where shared memory allows (H = 64, 32: 221-223 KB of 227). Why:
-         * streamed from HBM (decode) the scan kept 57% of the DRAM bandwidth busy with 4, its warps
-         * waiting on the stages' data (ncu, B = 8 at 1M, score only); H = 16's larger staging lists
-         * leave room for 4. */
+        /* TMA stages in flight: 5 where shared memory allows (H = 64, 32: 221-223 KB of 227); H =
+         * 16's larger staging lists leave room for 4. Why: streamed from HBM (decode) the scan kept
+         * 57% of the DRAM bandwidth busy with 4, its warps waiting on the stages' data (ncu, B = 8
+         * at 1M, score only). Measured with 5: prefill fused T = 8192, S = 1M 147.1 ms (148.2-148.4
+         * with 4, each beside the same base build, bench/results note); decode within the ~15% a
+         * call varies between processes. */
         NSTAGE = H == 16 ? 4 : 5,
         BQ = 128 / H,
         NE = 2 * BQ / 4,                   /* owned (key, query) sums per lane after the reduce-scatter */
