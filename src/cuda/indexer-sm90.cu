@@ -54,7 +54,7 @@ template <int H> struct sm90_cfg {
          * 16's larger staging lists leave room for 4. Why: streamed from HBM (decode) the scan kept
          * 57% of the DRAM bandwidth busy with 4, its warps waiting on the stages' data (ncu, B = 8
          * at 1M, score only). Measured with 5: prefill fused T = 8192, S = 1M 147.1 ms (148.2-148.4
-         * with 4, each beside the same base build, bench/results note); decode within the ~15% a
+         * with 4; litetopk bench dsa, base and new builds alternating in one call); decode within the ~15% a
          * call varies between processes. */
         NSTAGE = H == 16 ? 4 : 5,
         BQ = 128 / H,
