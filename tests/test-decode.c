@@ -12,6 +12,7 @@
 #include "harness.h"
 
 #include "decode.h"
+#include "paged-cache.h"
 #include "litetopk.h"
 
 #include <stdlib.h>
@@ -37,16 +38,6 @@ typedef struct dprob {
     float *w;
 } dprob;
 
-static uint8_t grid_code(void) { /* e4m3 of exponent field 6..8: +-{0.5 .. 3.75} in steps of 1/16 */
-    return (uint8_t)((rng_below(2) << 7) | ((6 + rng_below(3)) << 3) | rng_below(8));
-}
-static uint8_t free_code(void) {
-    uint8_t v;
-    do v = (uint8_t)rng_below(256);
-    while ((v & 0x7f) == 0x7f);
-    return v;
-}
-
 static void prob_make(const dcase *c, dprob *p) {
     memset(p, 0, sizeof *p);
     p->c = *c;
@@ -54,57 +45,15 @@ static void prob_make(const dcase *c, dprob *p) {
     p->num_blocks = (int64_t)c->B * p->max_blocks + 3;
     p->block_stride = (int64_t)c->block_kv * (c->D + 4) + c->pad;
     p->cache = malloc((size_t)(p->num_blocks * p->block_stride));
-    for (int64_t blk = 0; blk < p->num_blocks; blk++) {
-        uint8_t *base = p->cache + blk * p->block_stride;
-        for (int64_t x = 0; x < (int64_t)c->block_kv * c->D; x++) base[x] = c->grid ? grid_code() : free_code();
-        float *sc = (float *)(base + c->block_kv * c->D);
-        for (int j = 0; j < c->block_kv; j++) {
-            sc[j] = ldexpf(1.0f, (int)rng_range(-2, 2));
-            if (c->special) {
-                int64_t u = rng_below(40);
-                if (u == 0) sc[j] = NAN;
-                else if (u == 1) sc[j] = INFINITY;
-                else if (u == 2) base[j * c->D + rng_below(c->D)] = 0x7f; /* a NaN key element */
-                else if (u == 3) sc[j] = 0.0f;
-            }
-        }
-        for (int x = 0; x < c->pad; x++) base[c->block_kv * (c->D + 4) + x] = 0xee;
-    }
-    /* a shuffled page table: request b's pages are scattered over the cache, never shared */
-    int64_t used = (int64_t)c->B * p->max_blocks;
-    int32_t *perm = malloc(sizeof(int32_t) * (size_t)p->num_blocks);
-    for (int64_t i = 0; i < p->num_blocks; i++) perm[i] = (int32_t)i;
-    for (int64_t i = p->num_blocks - 1; i > 0; i--) {
-        int64_t j = rng_below(i + 1);
-        int32_t t = perm[i];
-        perm[i] = perm[j], perm[j] = t;
-    }
-    const int bt_stride = p->max_blocks + 1; /* a row stride wider than the table */
-    p->table = malloc(sizeof(int32_t) * (size_t)(c->B * bt_stride + 1));
-    for (int64_t i = 0; i < c->B * (int64_t)bt_stride + 1; i++) p->table[i] = -12345; /* garbage past the pages */
-    for (int64_t i = 0; i < used; i++) p->table[(i / p->max_blocks) * bt_stride + i % p->max_blocks] = perm[i];
-    free(perm);
+    pc_fill_blocks(p->cache, p->num_blocks, p->block_stride, c->block_kv, c->D, c->pad, c->grid, c->special);
+    p->table = pc_table(c->B, p->max_blocks, p->num_blocks, p->max_blocks + 1); /* a row stride wider than the table */
     p->lens = malloc(sizeof(int32_t) * (size_t)(c->B * c->next_n));
     p->seq_lens = malloc(sizeof(int32_t) * (size_t)c->B);
-    for (int b = 0; b < c->B; b++) {
-        int sl;
-        if (c->len_mode == 0) sl = (int)rng_range(0, c->max_len);
-        else if (c->len_mode == 1) {
-            const int edges[] = {0, 1, c->k - 1, c->k, c->k + 1, c->max_len};
-            sl = edges[rng_below(6)];
-        } else sl = c->max_len;
-        if (sl > c->max_len) sl = c->max_len;
-        if (sl < 0) sl = 0;
-        p->seq_lens[b] = sl;
-        for (int r = 0; r < c->next_n; r++) {
-            int n = sl - c->next_n + r + 1;
-            p->lens[b * c->next_n + r] = n < 0 ? 0 : n;
-        }
-    }
+    pc_lens(c->B, c->next_n, c->len_mode, c->k, c->max_len, p->seq_lens, p->lens);
     const int64_t rows = (int64_t)c->B * c->next_n, qn = rows * c->H * c->D;
     p->q = malloc((size_t)qn * ltk_dtype_size(c->dtype));
     for (int64_t x = 0; x < qn; x++) {
-        uint8_t code = c->grid ? grid_code() : free_code();
+        uint8_t code = c->grid ? pc_grid_code() : pc_free_code();
         if (c->dtype == LTK_DTYPE_E4M3) ((uint8_t *)p->q)[x] = code;
         else if (c->dtype == LTK_DTYPE_F32) ((float *)p->q)[x] = (float)dec_e4m3(code);
         else { /* bf16: the e4m3 value, exact */

@@ -77,14 +77,9 @@ static ltk_status dec_make(const ltk_decode_args *d, const ltk_exec *e, dec_plan
     a->out_stride = d->out_stride;
     a->flags = d->flags & ~LTK_FLAG_PHYSICAL;
     a->state = NULL;
-    p->pg.cache = d->kv_cache;
-    p->pg.nblocks = d->num_blocks;
-    p->pg.bstride = d->block_stride;
-    p->pg.bt = d->block_table;
-    p->pg.bt_stride = d->bt_stride;
-    p->pg.bkv = d->block_kv;
-    p->pg.max_blocks = d->max_blocks;
-    p->pg.next_n = d->next_n;
+    const ltk_paged_src pg = {d->kv_cache, d->num_blocks, d->block_stride, d->block_table,
+                              d->bt_stride, d->block_kv, d->max_blocks, d->next_n};
+    p->pg = pg;
     p->o_ks = 0;
     p->o_ke = ltk_al256(4 * (size_t)(T > 0 ? T : 1));
     p->o_ind = 2 * p->o_ke;

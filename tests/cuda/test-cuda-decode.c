@@ -12,6 +12,7 @@
  * others gives the direct call's bits. Block strides that are not a multiple of 16 bytes, D != 128
  * and block_kv < 32 take the portable kernel; the rest the sm_90a one. */
 #include "gpu-util.h"
+#include "../paged-cache.h"
 
 typedef struct dcase {
     int B, next_n, H, D, k, block_kv, pad; /* pad: extra bytes a block */
@@ -34,14 +35,6 @@ typedef struct dprob {
     float *d_w;
 } dprob;
 
-static uint8_t grid_code(void) { return (uint8_t)((rng_below(2) << 7) | ((6 + rng_below(3)) << 3) | rng_below(8)); }
-static uint8_t free_code(void) {
-    uint8_t v;
-    do v = (uint8_t)rng_below(256);
-    while ((v & 0x7f) == 0x7f);
-    return v;
-}
-
 static void prob_make(const dcase *c, dprob *p) {
     memset(p, 0, sizeof *p);
     p->c = *c;
@@ -51,55 +44,16 @@ static void prob_make(const dcase *c, dprob *p) {
     p->block_stride = (int64_t)c->block_kv * (c->D + 4) + c->pad;
     const size_t cb = (size_t)(p->num_blocks * p->block_stride);
     p->cache = malloc(cb);
-    for (int64_t blk = 0; blk < p->num_blocks; blk++) {
-        uint8_t *base = p->cache + blk * p->block_stride;
-        for (int64_t x = 0; x < (int64_t)c->block_kv * c->D; x++) base[x] = c->grid ? grid_code() : free_code();
-        float *sc = (float *)(base + c->block_kv * c->D);
-        for (int j = 0; j < c->block_kv; j++) {
-            sc[j] = c->grid ? ldexpf(1.0f, (int)rng_range(-2, 2)) : (float)(0.001 + rng_unit() * 0.01);
-            if (c->special) {
-                int64_t u = rng_below(40);
-                if (u == 0) sc[j] = NAN;
-                else if (u == 1) sc[j] = INFINITY;
-                else if (u == 2) base[j * c->D + rng_below(c->D)] = 0x7f;
-                else if (u == 3) sc[j] = 0.0f;
-            }
-        }
-        for (int x = 0; x < c->pad; x++) base[c->block_kv * (c->D + 4) + x] = 0xee;
-    }
-    const int64_t used = (int64_t)c->B * p->max_blocks;
-    int32_t *perm = malloc(sizeof(int32_t) * (size_t)p->num_blocks);
-    for (int64_t i = 0; i < p->num_blocks; i++) perm[i] = (int32_t)i;
-    for (int64_t i = p->num_blocks - 1; i > 0; i--) {
-        int64_t j = rng_below(i + 1);
-        int32_t t = perm[i];
-        perm[i] = perm[j], perm[j] = t;
-    }
-    p->bt_stride = p->max_blocks + 1;
+    pc_fill_blocks(p->cache, p->num_blocks, p->block_stride, c->block_kv, c->D, c->pad, c->grid, c->special);
+    p->bt_stride = p->max_blocks + 1; /* a row stride wider than the table */
     const size_t tn = (size_t)(c->B * p->bt_stride + 1);
-    p->table = malloc(sizeof(int32_t) * tn);
-    for (size_t i = 0; i < tn; i++) p->table[i] = -12345;
-    for (int64_t i = 0; i < used; i++) p->table[(i / p->max_blocks) * p->bt_stride + i % p->max_blocks] = perm[i];
-    free(perm);
+    p->table = pc_table(c->B, p->max_blocks, p->num_blocks, p->bt_stride);
     p->lens = malloc(sizeof(int32_t) * (size_t)p->rows);
     p->seq_lens = malloc(sizeof(int32_t) * (size_t)c->B);
-    for (int b = 0; b < c->B; b++) {
-        int sl;
-        if (c->len_mode == 0) sl = (int)rng_range(0, c->max_len);
-        else if (c->len_mode == 1) {
-            const int edges[] = {0, 1, c->k - 1, c->k, c->k + 1, c->max_len};
-            sl = edges[rng_below(6)];
-        } else sl = c->max_len;
-        sl = sl > c->max_len ? c->max_len : sl < 0 ? 0 : sl;
-        p->seq_lens[b] = sl;
-        for (int r = 0; r < c->next_n; r++) {
-            int n = sl - c->next_n + r + 1;
-            p->lens[b * c->next_n + r] = n < 0 ? 0 : n;
-        }
-    }
+    pc_lens(c->B, c->next_n, c->len_mode, c->k, c->max_len, p->seq_lens, p->lens);
     const int64_t qn = p->rows * c->H * c->D;
     p->q = malloc((size_t)qn);
-    for (int64_t x = 0; x < qn; x++) p->q[x] = c->grid ? grid_code() : free_code();
+    for (int64_t x = 0; x < qn; x++) p->q[x] = c->grid ? pc_grid_code() : pc_free_code();
     p->w = malloc(sizeof(float) * (size_t)(p->rows * c->H));
     for (int64_t x = 0; x < p->rows * c->H; x++)
         p->w[x] = c->grid ? (float)rng_range(-8, 8) * 0.25f : (float)(rng_normal() * 0.1);
