@@ -80,6 +80,10 @@ static ltk_status dec_make(const ltk_decode_args *d, const ltk_exec *e, dec_plan
     const ltk_paged_src pg = {d->kv_cache, d->num_blocks, d->block_stride, d->block_table,
                               d->bt_stride, d->block_kv, d->max_blocks, d->next_n};
     p->pg = pg;
+    /* An empty cache (num_blocks 0, kv_cache may be NULL) is still a paged source: the kernels tell
+     * it from the contiguous one by a non-NULL cache, and read nothing through it (every block is
+     * unmapped). Any non-NULL address serves; the table's is at hand. */
+    if (!p->pg.cache) p->pg.cache = (const uint8_t *)d->block_table;
     p->o_ks = 0;
     p->o_ke = ltk_al256(4 * (size_t)(T > 0 ? T : 1));
     p->o_ind = 2 * p->o_ke;

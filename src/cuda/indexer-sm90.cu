@@ -191,7 +191,7 @@ static __device__ __forceinline__ bool sm90_tiles_contiguous(const int32_t *lo, 
  * check against the cache is made where it is used, so that the load is not waited for here. */
 static __device__ __forceinline__ int32_t sm90_pg_fetch(const ltk_scan_params &p, const int32_t *btr, int32_t blk,
                                                         int32_t hmax) {
-    return blk < p.pg.max_blocks && blk * p.pg.bkv < hmax ? btr[blk] : -1;
+    return blk < p.pg.max_blocks && (int64_t)blk * p.pg.bkv < hmax ? btr[blk] : -1;
 }
 
 /* Watchdog of the spin waits (params.watchdog_ns, 0 = off). A wait that never ends cannot be
