@@ -1114,9 +1114,11 @@ static void run_kcases(const kcase *cs, size_t n) {
 /* ================================================================================================
  * select: exact
  * ============================================================================================== */
-enum { S_RANDOM, S_TIES, S_EQUAL, S_INC, S_DEC, S_NONFINITE, S_NANHEAVY, S_DENORM, S_BITS, S_RADIX, S_NEG };
+enum { S_RANDOM, S_TIES, S_EQUAL, S_INC, S_DEC, S_NONFINITE, S_NANHEAVY, S_DENORM, S_BITS, S_RADIX, S_NEG, S_OFFSET,
+       S_HIDE_TOP, S_HIDE_LOW };
 static const char *sgen_name[] = {"random", "ties", "all-equal", "increasing", "decreasing", "nan/inf/-0",
-                                  "nan-heavy", "denormal", "random-bits", "shared-high-bits", "all-negative"};
+                                  "nan-heavy", "denormal", "random-bits", "shared-high-bits", "all-negative",
+                                  "offset", "sample-misses-top", "sample-misses-low"};
 
 typedef struct {
     int64_t R, C;
@@ -1147,6 +1149,15 @@ static void put_select_value(void *m, ltk_dtype dt, int64_t i, int g, int64_t co
         if (dt != LTK_DTYPE_F32) x = t_bits_f32(0x3f800000u | ((uint32_t)rng_below(8) << 16));
         break;
     case S_NEG: x = -fabsf((float)rng_normal()) - 1.0f; break;
+    /* The CPU select's first digit starts below the high bits a strided sample of the row shares
+     * (positions j * (C / 128)); these rows are made so that C / 128 is a multiple of 3 (97): */
+    case S_OFFSET: x = (float)rng_normal() * 0.01f + 100.0f; break; /* the sample is right */
+    case S_HIDE_TOP: /* >= k entries above the sampled prefix, none of them sampled */
+        x = col % 3 == 1 ? 1e30f * (1.0f + (float)rng_unit()) : 1.0f + 0.001f * (float)rng_unit();
+        break;
+    case S_HIDE_LOW: /* the sampled prefix holds fewer than k entries */
+        x = col % 97 == 0 ? 5.0f : (float)rng_normal();
+        break;
     default: x = (float)rng_normal(); break;
     }
     if (dt == LTK_DTYPE_F32) ((float *)m)[i] = x;
@@ -1639,6 +1650,9 @@ static void test_select_adversarial(void) {
         SC(.R = 3, .C = 20000, .k = 1500, .dt = LTK_DTYPE_F32, .gen = S_RADIX),
         SC(.R = 3, .C = 20000, .k = 1500, .dt = LTK_DTYPE_BF16, .gen = S_RADIX),
         SC(.R = 3, .C = 5000, .k = 100, .dt = LTK_DTYPE_F32, .gen = S_NEG),
+        SC(.R = 2, .C = 50016, .k = 2048, .dt = LTK_DTYPE_F32, .gen = S_OFFSET),
+        SC(.R = 2, .C = 50016, .k = 2048, .dt = LTK_DTYPE_F32, .gen = S_HIDE_TOP),
+        SC(.R = 2, .C = 49664, .k = 2048, .dt = LTK_DTYPE_F32, .gen = S_HIDE_LOW),
     };
     run_scases(cs, sizeof cs / sizeof cs[0]);
 }
