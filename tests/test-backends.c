@@ -883,9 +883,9 @@ static void run_icases(const icase *cs, size_t n) {
 /* ================================================================================================
  * kNN
  * ============================================================================================== */
-enum { K_RANDOM, K_GRID, K_ZERO, K_EQUAL, K_NAN, K_INF, K_DENORM, K_EDGE, K_INC, K_DEC, K_RULER, K_SCALES };
+enum { K_RANDOM, K_GRID, K_ZERO, K_EQUAL, K_NAN, K_INF, K_DENORM, K_EDGE, K_INC, K_DEC, K_RULER, K_SCALES, K_LATE };
 static const char *kgen_name[] = {"random", "grid+duplicates", "zero-vectors", "all-equal", "nan", "inf", "denormal",
-                                  "bin-edges", "increasing", "decreasing", "ruler", "scales"};
+                                  "bin-edges", "increasing", "decreasing", "ruler", "scales", "late-ties"};
 
 /* x with its low 16 bits cleared: exact in F32 and BF16, and so is x 2^e (no under/overflow) */
 static float bf16_cut(float x) { return t_bits_f32(t_f32_bits(x) & 0xffff0000u); }
@@ -941,7 +941,7 @@ static void kprob_make(kprob *p, const kcase *c) {
             if (g == K_RANDOM) put_rand(p->q, c->dt, at);
             else if (g == K_SCALES) put_val(p->q, c->dt, at, bf16_cut((float)rng_normal()));
             else if (g == K_DENORM) put_val(p->q, c->dt, at, (float)rng_range(-3, 3));
-            else if (g == K_EDGE) put_val(p->q, c->dt, at, d == 0 ? 1.0f : 0.0f); /* IP = base[i][0] */
+            else if (g == K_EDGE || g == K_LATE) put_val(p->q, c->dt, at, d == 0 ? 1.0f : 0.0f); /* IP = base[i][0] */
             else if (g == K_INC || g == K_DEC) put_val(p->q, c->dt, at, c->metric == LTK_METRIC_L2 ? 0.0f : d == 0 ? 1.0f : 0.0f);
             else if (g == K_RULER) /* even rows rank by ruler(i) (IP: base[i][0]; L2: distance 20 - ruler), odd ones reversed */
                 put_val(p->q, c->dt, at, d ? 0.0f : c->metric == LTK_METRIC_L2 ? (b % 2 ? 64.0f : 0.0f) : (b % 2 ? -1.0f : 1.0f));
@@ -964,6 +964,8 @@ static void kprob_make(kprob *p, const kcase *c) {
             else if (g == K_RULER)
                 put_val(p->base, c->dt, at, d ? 0.0f : c->metric == LTK_METRIC_L2 ? 20.0f - ruler(i) : ruler(i));
             else if (g == K_SCALES) put_val(p->base, c->dt, at, ldexpf(bf16_cut((float)rng_normal()), sh));
+            else if (g == K_LATE) /* the first quarter scores below one tie class: the rest */
+                put_val(p->base, c->dt, at, d == 0 && i >= c->N / 4 ? 1.0f : 0.0f);
             else put_val(p->base, c->dt, at, grid_val());
             if (src < 0 && g == K_ZERO && i % 5 == 1) put_val(p->base, c->dt, at, 0.0f);
             if (src < 0 && g == K_NAN && rng_below(40) == 0) put_val(p->base, c->dt, at, NAN);
@@ -1094,10 +1096,13 @@ static void knn_case(const kcase *c) {
              same_rows(what, c->B, c->k, p.os, !(c->flags & LTK_FLAG_UNSORTED), f.idx, NULL, fn.idx, NULL);
         if (ok && c->threads && be == LTK_BACKEND_CPU) {
             krun th = {0};
-            snprintf(what, sizeof what, "%s fused, num_threads=1", ltk_backend_name(be));
-            ok = run_knn(&p, be, LTK_ALGO_FUSED, 1, 1, 0, c->flags, &th, what) &&
-                 same_rows(what, c->B, c->k, p.os, !(c->flags & LTK_FLAG_UNSORTED), f.idx, f.sc, th.idx, th.sc);
-            krun_free(&th);
+            /* 1 thread, and 5 (slices of the base whose ties at lower indices rank first) */
+            for (int nt = 1; nt <= 5 && ok; nt += 4) {
+                snprintf(what, sizeof what, "%s fused, num_threads=%d", ltk_backend_name(be), nt);
+                ok = run_knn(&p, be, LTK_ALGO_FUSED, 1, nt, 0, c->flags, &th, what) &&
+                     same_rows(what, c->B, c->k, p.os, !(c->flags & LTK_FLAG_UNSORTED), f.idx, f.sc, th.idx, th.sc);
+                krun_free(&th);
+            }
         }
         krun_free(&f), krun_free(&mt), krun_free(&fn);
     }
@@ -1525,6 +1530,26 @@ static void test_knn_flat_overflow(void) {
     run_kcases(cs, sizeof cs / sizeof cs[0]);
 }
 
+/* Duplicated base vectors (all equal, or a quarter copies) at the shapes where the fused scan
+ * screens (D = 128) and compacts: the top-k is the lowest indices of the tie class, across the
+ * threads' slices (own_edge in knn.c turns strict only within a thread's own slice). */
+static void test_knn_tied_threads(void) {
+    const kcase cs[] = {
+        KC(.B = 3, .N = 60000, .D = 128, .k = 10, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_IP, .gen = K_EQUAL,
+           .threads = 1),
+        KC(.B = 3, .N = 60000, .D = 128, .k = 1000, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_L2, .gen = K_EQUAL,
+           .threads = 1),
+        KC(.B = 3, .N = 60000, .D = 128, .k = 100, .dt = LTK_DTYPE_BF16, .metric = LTK_METRIC_IP, .gen = K_GRID,
+           .threads = 1),
+        /* the tie class starts inside the second of 5 slices, after the later slices compacted */
+        KC(.B = 2, .N = 60000, .D = 128, .k = 1000, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_IP, .gen = K_LATE,
+           .threads = 1),
+        KC(.B = 2, .N = 60000, .D = 128, .k = 10, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_L2, .gen = K_LATE,
+           .threads = 1),
+    };
+    run_kcases(cs, sizeof cs / sizeof cs[0]);
+}
+
 static void test_knn_nonfinite(void) {
     for (int i = 0; i < 6; i++) {
         int g = i < 3 ? K_NAN : K_INF;
@@ -1787,7 +1812,7 @@ int main(int argc, char **argv) {
     init_backends();
     static const t_test tests[] = {
         T_ENTRY(test_select_random),        T_ENTRY(test_select_adversarial),   T_ENTRY(test_select_ranges_strided),
-        T_ENTRY(test_select_k_edges),       T_ENTRY(test_knn_monotone),         T_ENTRY(test_knn_sample_misled),   T_ENTRY(test_knn_screens),
+        T_ENTRY(test_select_k_edges),       T_ENTRY(test_knn_monotone),         T_ENTRY(test_knn_tied_threads),         T_ENTRY(test_knn_sample_misled),   T_ENTRY(test_knn_screens),
         T_ENTRY(test_knn_random),           T_ENTRY(test_knn_exact_grid_ties),  T_ENTRY(test_knn_bin_edges),
         T_ENTRY(test_knn_zero_vectors),
         T_ENTRY(test_knn_flat_overflow),    T_ENTRY(test_knn_nonfinite),        T_ENTRY(test_knn_denormal),

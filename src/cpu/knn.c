@@ -324,6 +324,16 @@ static void write_row(const ltk_knn_args *a, int64_t b, const float *score, cons
 }
 
 /* ---- fused ---------------------------------------------------------------------------------------- */
+/* The float gate of a row's own scan. After an exact compaction (MODE_EXACT) the row holds k
+ * entries that rank at or above (kth_s, kth_i), and every later entry of this thread's slice has a
+ * larger index, so it must score strictly above kth_s: the gate is the next float up. Why: rows of
+ * tied scores (duplicated base vectors) passed `>= kth_s` with every entry and paid a push each
+ * (the pair gate then refused it). The edge shared with the other threads stays kth_s: their
+ * slices hold lower indices, whose ties do rank before the k-th. */
+static inline float own_edge(const ltkc_row *r) {
+    return r->mode == LTKC_MODE_EXACT && r->edge <= r->kth_s ? nextafterf(r->kth_s, INFINITY) : r->edge;
+}
+
 static void push_exact_tile(const ltk_knn_args *a, const plan *p, const ltkc_kern *K, const shared *s, thr *x,
                             int nq, const float *X, int64_t ld, int64_t i0, int n, int gate) {
     K->dots_block(s->Qf, p->Dp, nq, X, ld, n, p->D, x->sc, NT);
@@ -338,7 +348,7 @@ static void push_exact_tile(const ltk_knn_args *a, const plan *p, const ltkc_ker
             continue;
         }
         uint64_t m[MW] = {0};
-        K->gate_mask(row, n, r->edge, m);
+        K->gate_mask(row, n, own_edge(r), m);
         for (int w = 0; w < MW; w++)
             for (uint64_t bits = m[w]; bits; bits &= bits - 1) {
                 int j = w * 64 + __builtin_ctzll(bits);
@@ -368,7 +378,7 @@ static int screen_tile(const ltk_knn_args *a, const plan *p, const ltkc_kern *K,
         xn2[j] = v;
         sx2[j] = j < n ? sx[j] : 0.0f;
     }
-    for (int i = 0; i < nq; i++) x->edge[i] = x->rows[i].edge;
+    for (int i = 0; i < nq; i++) x->edge[i] = own_edge(&x->rows[i]);
     if (p->screen8) {
         float *s8 = sx2 + xs, *rx = s8 + xs; /* int8: scale and residual norm bound */
         for (int j = 0; j < xs; j++) {
