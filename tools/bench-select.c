@@ -37,7 +37,9 @@ int bench_select_main(int argc, char **argv) {
         {"--rows", NULL, CLI_INT, &rows, "N", "rows (default: GPU 2048, CPU 64)", 1, INT32_MAX, 0},
         {"--cols", NULL, CLI_INT, &cols, "N", "columns (default 128K)", 1, INT32_MAX, 0},
         {"--dtype", NULL, CLI_STR, &dtype_s, "T", "f32 (default), f16 or bf16", 0, 0, 0},
-        {"--dist", NULL, CLI_STR, &dist_s, "NAME", "dsa (default), normal, offset (N(0,1)+100) or ties", 0, 0, 0},
+        {"--dist", NULL, CLI_STR, &dist_s, "NAME", "score generator (tools/gen.h): dsa (default), normal, offset, ties, "
+         "shift4, equal, distinct2/4/16, plateau0, plateau-half, plateau-k1, plateau-k, plateau-4k, increasing, "
+         "decreasing, heavy, outliers, nonfinite", 0, 0, 0},
     };
     bench_common c;
     BENCH_PARSE(cmd, select_usage, select_about, opts, &c);
@@ -56,7 +58,7 @@ int bench_select_main(int argc, char **argv) {
     memset(&b, 0, sizeof b);
     float *x = NULL;
     void *enc = NULL;
-    ltk_status st = gen_scores(rows, cols, dist, (uint64_t)c.seed, &x);
+    ltk_status st = gen_scores(rows, cols, dist, k, (uint64_t)c.seed, &x);
     if (!st) st = gen_encode(x, rows * cols, dtype, &enc);
     free(x);
     if (!st) st = devmem_clone(env.on_device, enc, (size_t)(rows * cols) * ltk_dtype_size(dtype), &b.scores);

@@ -329,10 +329,13 @@ ltk_status gen_embeddings(int64_t rows, int32_t D, int64_t clusters, uint64_t se
 }
 
 /* ---- score matrices ------------------------------------------------------------------------ */
-static const char *const dist_names[] = {"dsa", "normal", "offset", "ties"};
+static const char *const dist_names[GEN_SCORES_COUNT] = {
+    "dsa", "normal", "offset", "ties", "shift4", "equal", "distinct2", "distinct4", "distinct16", "plateau0",
+    "plateau-half", "plateau-k1", "plateau-k", "plateau-4k", "increasing", "decreasing", "heavy", "outliers",
+    "nonfinite"};
 
 int gen_score_dist_parse(const char *name, gen_score_dist *out) {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < GEN_SCORES_COUNT; i++)
         if (!strcmp(name, dist_names[i])) {
             *out = (gen_score_dist)i;
             return 1;
@@ -340,9 +343,9 @@ int gen_score_dist_parse(const char *name, gen_score_dist *out) {
     return 0;
 }
 
-const char *gen_score_dist_name(gen_score_dist d) { return (unsigned)d < 4 ? dist_names[d] : "unknown"; }
+const char *gen_score_dist_name(gen_score_dist d) { return (unsigned)d < GEN_SCORES_COUNT ? dist_names[d] : "unknown"; }
 
-ltk_status gen_scores(int64_t rows, int64_t cols, gen_score_dist dist, uint64_t seed, float **out) {
+ltk_status gen_scores(int64_t rows, int64_t cols, gen_score_dist dist, int64_t k, uint64_t seed, float **out) {
     *out = NULL;
     if (rows < 0 || cols < 0) return tool_fail(LTK_EINVAL, "score generator: bad shape");
     size_t n = (size_t)rows * (size_t)cols;
@@ -351,19 +354,49 @@ ltk_status gen_scores(int64_t rows, int64_t cols, gen_score_dist dist, uint64_t 
     gen_rng rng;
     gen_rng_seed(&rng, seed);
     for (size_t i = 0; i < n; i++) {
-        double g = gen_normal(&rng);
+        const int64_t col = (int64_t)(i % (size_t)(cols > 0 ? cols : 1));
         switch (dist) {
         case GEN_SCORES_DSA: {
             /* GLM-5.2 at 1M: bulk 25-35, ~1% of keys at >= 45 (LiteTopK paper). */
-            double v = 30.0 + 2.5 * g;
+            double v = 30.0 + 2.5 * gen_normal(&rng);
             if (gen_uniform(&rng) < 0.01) v += -6.0 * log(1.0 - gen_uniform(&rng)) + 8.0;
             x[i] = (float)v;
             break;
         }
-        case GEN_SCORES_NORMAL: x[i] = (float)g; break;
-        case GEN_SCORES_OFFSET: x[i] = (float)(g + 100.0); break;
-        case GEN_SCORES_TIES: x[i] = (float)(floor(g * 4.0) / 4.0); break;
+        case GEN_SCORES_NORMAL: x[i] = (float)gen_normal(&rng); break;
+        case GEN_SCORES_OFFSET: x[i] = (float)(gen_normal(&rng) + 100.0); break;
+        case GEN_SCORES_TIES: x[i] = (float)(floor(gen_normal(&rng) * 4.0) / 4.0); break;
+        case GEN_SCORES_SHIFT4: x[i] = (float)(gen_normal(&rng) * 1e-3 + 1e4); break;
+        case GEN_SCORES_EQUAL: x[i] = 1.0f; break;
+        case GEN_SCORES_DISTINCT2: x[i] = (float)(gen_u64(&rng) % 2); break;
+        case GEN_SCORES_DISTINCT4: x[i] = (float)(gen_u64(&rng) % 4); break;
+        case GEN_SCORES_DISTINCT16: x[i] = (float)(gen_u64(&rng) % 16); break;
+        case GEN_SCORES_INC: x[i] = (float)col; break;
+        case GEN_SCORES_DEC: x[i] = (float)(cols - col); break;
+        case GEN_SCORES_HEAVY: x[i] = (float)(gen_normal(&rng) / (gen_uniform(&rng) + 1e-12)); break;
+        case GEN_SCORES_NONFINITE: {
+            const uint64_t r = gen_u64(&rng) % 20;
+            x[i] = r < 2 ? NAN : r == 2 ? INFINITY : r == 3 ? -INFINITY : (float)gen_normal(&rng);
+            break;
         }
+        case GEN_SCORES_OUTLIERS: x[i] = (float)gen_normal(&rng); break;
+        default: x[i] = 0.0f; break; /* the plateaus: set below */
+        }
+    }
+    int64_t m = -1, big = 0;
+    switch (dist) {
+    case GEN_SCORES_PLATEAU0: m = 0; break;
+    case GEN_SCORES_PLATEAU_HALF: m = k / 2; break;
+    case GEN_SCORES_PLATEAU_KM1: m = k - 1; break;
+    case GEN_SCORES_PLATEAU_K: m = k; break;
+    case GEN_SCORES_PLATEAU_4K: m = 4 * k; break;
+    case GEN_SCORES_OUTLIERS: big = 8; break;
+    default: break;
+    }
+    for (int64_t r = 0; r < rows && cols > 0; r++) {
+        for (int64_t j = 0; j < m; j++) /* (a column drawn twice leaves fewer than m positive) */
+            x[r * cols + (int64_t)(gen_u64(&rng) % (uint64_t)cols)] = (float)(1.0 + gen_uniform(&rng));
+        for (int64_t j = 0; j < big; j++) x[r * cols + (int64_t)(gen_u64(&rng) % (uint64_t)cols)] = 1e30f;
     }
     *out = x;
     return LTK_OK;

@@ -57,12 +57,25 @@ typedef enum gen_score_dist {
     GEN_SCORES_NORMAL,  /* N(0, 1) */
     GEN_SCORES_OFFSET,  /* N(0, 1) + 100: shares high bits, hard for fp16-bucket radix selectors */
     GEN_SCORES_TIES,    /* N(0, 1) rounded to 1/4: thousands of exact ties around the k-th */
+    GEN_SCORES_SHIFT4,  /* N(0, 1) * 1e-3 + 1e4: 15 shared high bits */
+    GEN_SCORES_EQUAL,   /* every score 1 */
+    GEN_SCORES_DISTINCT2, GEN_SCORES_DISTINCT4, GEN_SCORES_DISTINCT16, /* uniform over 2, 4, 16 values */
+    /* the zero plateau: m entries a row > 0 (at random columns), the rest exactly 0, m = 0, k/2,
+     * k - 1, k, 4k: ReLU-summed indexer rows where few keys score above 0 */
+    GEN_SCORES_PLATEAU0, GEN_SCORES_PLATEAU_HALF, GEN_SCORES_PLATEAU_KM1, GEN_SCORES_PLATEAU_K,
+    GEN_SCORES_PLATEAU_4K,
+    GEN_SCORES_INC,      /* the column index */
+    GEN_SCORES_DEC,      /* cols - column */
+    GEN_SCORES_HEAVY,    /* N(0, 1) / U(0, 1): a heavy (Cauchy-like) tail */
+    GEN_SCORES_OUTLIERS, /* N(0, 1) with 8 entries a row at 1e30 */
+    GEN_SCORES_NONFINITE, /* N(0, 1) with 10% NaN, 5% +inf, 5% -inf */
+    GEN_SCORES_COUNT
 } gen_score_dist;
 
 int gen_score_dist_parse(const char *name, gen_score_dist *out);
 const char *gen_score_dist_name(gen_score_dist d);
-/* float32 [rows, cols]. */
-ltk_status gen_scores(int64_t rows, int64_t cols, gen_score_dist dist, uint64_t seed, float **out);
+/* float32 [rows, cols]; k sets the plateaus' m. Seeded: the same matrix for a (seed, shape, k). */
+ltk_status gen_scores(int64_t rows, int64_t cols, gen_score_dist dist, int64_t k, uint64_t seed, float **out);
 
 /* Converts float32 to F32/F16/BF16/E4M3 storage (new buffer). */
 ltk_status gen_encode(const float *src, int64_t n, ltk_dtype dtype, void **out);
