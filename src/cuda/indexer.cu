@@ -557,10 +557,7 @@ extern "C" ltk_status ltk_cuda_indexer_paged_workspace(const ltk_indexer_args *a
     return LTK_OK;
 }
 extern "C" ltk_status ltk_cuda_indexer_workspace(const ltk_indexer_args *a, const ltk_exec *e, size_t *bytes) {
-    idx_plan pl;
-    LTK_FORWARD_IF(make_plan(a, NULL, e, &pl));
-    *bytes = pl.total;
-    return LTK_OK;
+    return ltk_cuda_indexer_paged_workspace(a, NULL, e, bytes);
 }
 
 /* The fused call's sample, shared by every row of the call (each row uses the keys inside its own
