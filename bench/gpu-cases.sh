@@ -61,7 +61,7 @@ kmini: M="--base /tmp/mdata/minilm_base.fbin --queries /tmp/mdata/minilm_query.f
 kport: LTK_CUDA_PORTABLE=1 gpu-bin/test-cuda-knn | tail -1; LTK_CUDA_PORTABLE=1 LTK_TEST_TIMEOUT_S=0 compute-sanitizer --tool memcheck --print-limit 20 gpu-bin/test-cuda-knn --small 2>&1 | grep -E "SUMMARY|passed,"
 # (khost: a call's host side: enqueue time through the helper and the bare entry point, timed alone
 #  against back to back, then the runtime calls next to the kernels)
-khost: python3 bench/knn_host.py --B 64 --N 1048576 --k 128,1024,8192
+khost: python3 bench/host_cost.py --cases decode,knn_small,knn_large,select --trace --json "$OUT/host.jsonl"
 khost: python3 bench/knn_timeline.py --B 64 --N 1048576 --k 1024 --host 2>&1 | grep -v -i warn
 # (p16k: the V3.2 L = 1M prefill in chunks of 16,384 queries.)
 p16k: LTK_CUDA_MAT_BUDGET_MB=512 python3 bench/prefill_torch.py --shape v32 --L 1048576 --chunk 16384 --algos fused --json "$OUT/bench.jsonl"

@@ -13,7 +13,8 @@ import sys
 
 import torch
 
-_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+# (LTK_PYTHON_DIR: another copy of the binding, for an A/B against an earlier commit's)
+_PY = os.environ.get("LTK_PYTHON_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
 if _PY not in sys.path:
     sys.path.insert(0, _PY)
 from litetopk import _ffi  # noqa: E402
@@ -104,7 +105,7 @@ class GpuCalls:
     def knn_prepared(self, q, x, k, out_idx, out_scores=None, metric="ip", algo="fused", flags=0):
         """One checked call, then a function that repeats it through the C entry point with the same
         arguments, execution record and workspace (what a C or C++ caller does): timed loops measure
-        the library's call, not ~20 us of building ctypes structures in Python (bench/knn_host.py on
+        the library's call, not ~20 us of building ctypes structures in Python (measured on
         the H200: 0.500 ms a call that way against 0.459 bare at B = 64, N = 1M, k = 1024)."""
         a = knn_args(q, x, k, out_idx, out_scores, metric, flags)
         e = self.exec_record(_ffi.ALGOS[algo])

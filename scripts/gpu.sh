@@ -65,6 +65,7 @@ if [ "$MODE" = prepare-base ]; then
   T=$(mktemp -d) && mkdir -p "$T/gpu-base" gpu-pack
   cp "$W/build-base/tools/litetopk" "$W/build-base/liblitetopk.so" "$T/gpu-base/"
   strip --strip-unneeded "$T/gpu-base/"* && echo "$C" >"$T/gpu-base/commit"
+  cp -r "$W/python" "$T/gpu-base/python" # (its binding: LTK_PYTHON_DIR=gpu-base/python)
   tar -C "$T" -cJf gpu-pack/base.tar.xz gpu-base && rm -rf "$T"
   du -sh gpu-pack/base.tar.xz
   exit 0

@@ -158,6 +158,7 @@ int bench_decode_main(int argc, char **argv) {
         memset(&op, 0, sizeof op);
         op.dtype = "e4m3";
         op.name = "decode", op.ctx = &b, op.setup = bench_call_setup, op.run = bench_call_run;
+        op.run_alloc = bench_call_run_alloc;
         op.fetch = bench_call_fetch, op.teardown = bench_call_teardown, op.json_shape = decode_json;
         op.rows = (int64_t)rows, op.k = (int32_t)k, op.idx_size = 4;
         op.fp8_ceiling = 1;

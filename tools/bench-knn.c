@@ -143,6 +143,7 @@ int bench_knn_main(int argc, char **argv) {
         memset(&op, 0, sizeof op);
         op.dtype = cli_dtype_name(dtype);
         op.name = "knn", op.ctx = &b, op.setup = bench_call_setup, op.run = bench_call_run;
+        op.run_alloc = bench_call_run_alloc;
         op.fetch = bench_call_fetch, op.teardown = bench_call_teardown, op.json_shape = knn_json;
         op.rows = B, op.k = (int32_t)k, op.idx_size = 8;
         op.flops = 2.0 * (double)B * (double)N * (double)D;

@@ -78,6 +78,7 @@ int bench_select_main(int argc, char **argv) {
         memset(&op, 0, sizeof op);
         op.dtype = cli_dtype_name(dtype);
         op.name = "select", op.ctx = &b, op.setup = bench_call_setup, op.run = bench_call_run;
+        op.run_alloc = bench_call_run_alloc;
         op.fetch = bench_call_fetch, op.teardown = bench_call_teardown, op.json_shape = select_json;
         op.rows = rows, op.k = (int32_t)k, op.idx_size = 4;
         op.bytes_read = (double)rows * (double)cols * (double)ltk_dtype_size(dtype);

@@ -15,6 +15,7 @@
 typedef struct bench_result {
     ltk_algo algo;
     double median_ms, min_ms, first_ms;
+    double host_us, host_alloc_us, b2b_ms; /* device only (0: not measured) */
     size_t aux;
     ltk_stats stats;
     void *idx;
@@ -25,6 +26,40 @@ typedef struct bench_result {
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+#define HOST_CALLS 15 /* calls a host-time measure enqueues behind one hold (< the launch queue) */
+
+/* Host time of one call (median of HOST_CALLS, microseconds): the calls are enqueued while the
+ * stream is held (devmem_hold), so none waits for the GPU, and what is timed is the library's own
+ * host cost: planning, argument building, launches, and any allocation or synchronisation (a call
+ * that waits for the device shows the hold). alloc: without a workspace (the convenience path). */
+static ltk_status host_us_of(bench_op *op, int alloc, double *us) {
+    double t[HOST_CALLS];
+    ltk_status st = devmem_hold(30.0);
+    for (int i = 0; i < HOST_CALLS && !st; i++) {
+        const double t0 = devmem_now_s();
+        st = alloc ? op->run_alloc(op->ctx) : op->run(op->ctx, NULL);
+        t[i] = (devmem_now_s() - t0) * 1e6;
+    }
+    ltk_status s2 = devmem_sync(1);
+    if (st) return st;
+    if (s2) return s2;
+    qsort(t, HOST_CALLS, sizeof(double), cmp_double);
+    *us = t[HOST_CALLS / 2];
+    return LTK_OK;
+}
+
+/* GPU time a call when calls follow each other (ms): events around HOST_CALLS calls. Against the
+ * timed runs (one call between two events, then a wait) it shows what a call started from an idle
+ * GPU adds: the launch latency and the host time the GPU waits for. */
+static ltk_status b2b_ms_of(bench_op *op, devmem_timer *timer, double *ms) {
+    double total = 0;
+    ltk_status st = devmem_timer_start(timer);
+    for (int i = 0; i < HOST_CALLS && !st; i++) st = op->run(op->ctx, NULL);
+    if (!st) st = devmem_timer_stop(timer, &total);
+    *ms = total / HOST_CALLS;
+    return st;
 }
 
 static ltk_status bench_one(const bench_env *env, bench_op *op, ltk_algo algo, bench_result *r) {
@@ -65,6 +100,12 @@ static ltk_status bench_one(const bench_env *env, bench_op *op, ltk_algo algo, b
         if (!st) st = devmem_timer_stop(&timer, &ms[i]);
         if (!st && talk) fprintf(stderr, "  [bench %s] %s: run %lld/%lld %.1f s\n", op->name, cli_algo_name(algo),
                                  (long long)(i + 1), (long long)env->reps, ms[i] * 1e-3);
+    }
+    /* the host's share, on the device (a call of >= 50 ms is all GPU time: not measured there) */
+    if (!st && env->on_device && r->first_ms < 50.0) {
+        st = host_us_of(op, 0, &r->host_us);
+        if (!st && op->run_alloc) st = host_us_of(op, 1, &r->host_alloc_us);
+        if (!st) st = b2b_ms_of(op, &timer, &r->b2b_ms);
     }
     if (!st) {
         if (env->reps > 0) {
@@ -142,6 +183,9 @@ int bench_all(const bench_env *env, bench_op *op) {
                (long long)r->stats.fallback_rows);
         if (floor_ms > 0) printf(" %8.3fx", r->median_ms / floor_ms);
         if (ceiling > 0) printf(" %6.1f%%", 100.0 * rate / ceiling);
+        if (r->host_us > 0)
+            printf("  host %.1f us (%.1f without a workspace), %.4f ms back to back", r->host_us, r->host_alloc_us,
+                   r->b2b_ms);
         printf("\n");
         fflush(stdout);
     }
@@ -201,6 +245,9 @@ int bench_all(const bench_env *env, bench_op *op) {
                 cli_json_num(&j, "x_floor", r->median_ms / floor_ms);
             }
             if (ceiling > 0) cli_json_num(&j, "ceiling_tflops", ceiling);
+            if (r->host_us > 0) cli_json_num(&j, "host_us", r->host_us);
+            if (r->host_alloc_us > 0) cli_json_num(&j, "host_alloc_us", r->host_alloc_us);
+            if (r->b2b_ms > 0) cli_json_num(&j, "b2b_ms", r->b2b_ms);
             if (r->exact >= 0) cli_json_bool(&j, "exact_vs_materialize", r->exact);
             cli_json_str(&j, "timestamp", when);
             /* the record's keys for bench/report.py: one harness's newest (date, commit) is one run */
@@ -241,6 +288,14 @@ ltk_status bench_call_run(void *ctx, ltk_stats *stats) {
     e.stats = stats;
     ltk_status st = b->call(b->args, &e);
     return st ? tool_fail(st, "%s: %s", b->what, ltk_last_error()) : LTK_OK;
+}
+
+ltk_status bench_call_run_alloc(void *ctx) {
+    bench_call *b = ctx;
+    ltk_exec e = b->exec;
+    e.workspace = NULL, e.workspace_bytes = 0;
+    ltk_status st = b->call(b->args, &e);
+    return st ? tool_fail(st, "%s (no workspace): %s", b->what, ltk_last_error()) : LTK_OK;
 }
 
 ltk_status bench_call_fetch(void *ctx, void *idx, float *scores) {

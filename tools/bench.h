@@ -19,6 +19,7 @@ typedef struct bench_op {
     /* Per algo: allocates the workspace (and state) and reports its size. */
     ltk_status (*setup)(void *ctx, ltk_algo algo, size_t *aux_bytes);
     ltk_status (*run)(void *ctx, ltk_stats *stats);
+    ltk_status (*run_alloc)(void *ctx); /* optional: the same call without a workspace */
     ltk_status (*fetch)(void *ctx, void *idx, float *scores); /* outputs to host */
     void (*teardown)(void *ctx);
     void (*json_shape)(void *ctx, cli_json *j);
@@ -86,6 +87,7 @@ typedef struct bench_call {
 } bench_call;
 ltk_status bench_call_setup(void *ctx, ltk_algo algo, size_t *aux_bytes);
 ltk_status bench_call_run(void *ctx, ltk_stats *stats);
+ltk_status bench_call_run_alloc(void *ctx);
 ltk_status bench_call_fetch(void *ctx, void *idx, float *scores);
 void bench_call_teardown(void *ctx);
 

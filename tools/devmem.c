@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "devmem.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,6 +202,26 @@ ltk_status devmem_clone(int on_device, const void *src, size_t bytes, void **ptr
         *ptr = NULL;
     }
     return st;
+}
+
+#ifdef LTK_WITH_CUDA
+static void CUDART_CB hold_fn(void *arg) {
+    const double ms = *(const double *)arg;
+    struct timespec ts = {(time_t)(ms / 1e3), (long)(fmod(ms, 1e3) * 1e6)};
+    nanosleep(&ts, NULL);
+}
+#endif
+
+ltk_status devmem_hold(double ms) {
+#ifdef LTK_WITH_CUDA
+    static double held;
+    held = ms;
+    CUDA_TRY(cudaLaunchHostFunc(0, hold_fn, &held), "cudaLaunchHostFunc");
+    return LTK_OK;
+#else
+    (void)ms;
+    return no_device();
+#endif
 }
 
 ltk_status devmem_sync(int on_device) {

@@ -23,6 +23,9 @@ ltk_status devmem_download(int on_device, void *dst, const void *src, size_t byt
 /* Allocates and uploads in one step. */
 ltk_status devmem_clone(int on_device, const void *src, size_t bytes, void **ptr);
 ltk_status devmem_sync(int on_device);
+/* Holds the default stream for `ms` (a host function that sleeps): work enqueued meanwhile waits,
+ * so the host time of enqueuing it is measured with no call waiting for the GPU. */
+ltk_status devmem_hold(double ms);
 
 /* Wall time of enqueued work: cudaEvents on the default stream on the device, a monotonic clock on
  * the host. stop() waits for the work and returns milliseconds. */

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Where a call's time goes on the host, per operation, Python and C, with and without a workspace.
+
+For each case (decode, kNN, select at the shapes serving runs them) and each path:
+  c        the bare C entry point through ctypes, arguments and execution record built once
+  python   the public litetopk call as a user writes it
+each with a workspace passed in (c_ws, python_ws: outputs passed as out= too) and without one
+(c_nows, python_nows: the library's own pool / torch's allocator), it measures
+  enqueue_us  host time of one call while the GPU is held busy (torch.cuda._sleep), so no call waits
+              for the GPU: what the host adds (planning, argument building, launches, allocations,
+              any synchronisation shows as the held time)
+  alone_ms    CUDA events around one call from an idle GPU, synchronised after each
+  b2b_ms      GPU time a call over 20 calls issued back to back
+
+    python3 bench/host_cost.py --json bench-host.jsonl [--cases decode,knn_small,knn_large,select] [--trace]
+
+--trace also lists, for one call of each path, the CUDA runtime calls it made on the host with their
+durations (the torch profiler's CUPTI view, which sees every library in the process): where the
+enqueue time goes (launches, attribute sets, allocations, synchronisations).
+"""
+import argparse
+import ctypes as C
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_bench_util import commit, time_ms  # noqa: E402  (puts the checkout's python/ on sys.path)
+from benchio import emit_jsonl  # noqa: E402
+from decode_torch import make as make_decode  # noqa: E402
+import litetopk  # noqa: E402
+from litetopk import _ffi, _ops  # noqa: E402
+
+
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2]
+
+
+def enqueue_us(fn, reps):
+    ts = []
+    for _ in range(reps):
+        torch.cuda._sleep(50_000_000)  # ~25 ms of GPU spin at ~2 GHz: the call enqueues behind it
+        t = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t) * 1e6)
+        torch.cuda.synchronize()
+    return median(ts)
+
+
+def b2b_ms(fn, n=20):
+    fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(n):
+        fn()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) / n
+
+
+def trace(fn, label):
+    """The runtime calls (cuda*/cu*) of one call, host durations, from the torch profiler."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        torch.cuda._sleep(20_000_000)
+        t0 = time.perf_counter()
+        fn()
+        wall = (time.perf_counter() - t0) * 1e6
+        torch.cuda.synchronize()
+    ev = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU and e.name.startswith("cu")]
+    ev.sort(key=lambda e: e.time_range.start)
+    # the call's own: after the _sleep kernel's launch, before torch's closing cudaDeviceSynchronize
+    ev = ev[1:]
+    while ev and ev[-1].name.startswith("cudaDeviceSynchronize"):
+        ev.pop()
+    tot = sum(e.time_range.end - e.time_range.start for e in ev)
+    print(f"  trace {label}: {wall:.1f} us under the profiler, {len(ev)} runtime calls, {tot:.1f} us inside them")
+    if ev:
+        t0 = ev[0].time_range.start
+        for e in ev:
+            print(f"    +{e.time_range.start - t0:7.1f} us {e.time_range.end - e.time_range.start:6.1f} us  {e.name[:70]}")
+
+
+def bare(run_fn, ws_fn, args, ctx, with_ws):
+    """The C entry point with everything built once (the workspace from torch, when with_ws)."""
+    e = ctx.exec()
+    keep = None
+    if with_ws:
+        n = C.c_size_t(0)
+        _ffi.check(ws_fn(C.byref(args), C.byref(e), C.byref(n)), "workspace size")
+        keep = torch.empty(max(n.value, 1), dtype=torch.uint8, device="cuda")
+        e.workspace, e.workspace_bytes = keep.data_ptr(), n.value
+    pa, pe = C.byref(args), C.byref(e)
+
+    def call():
+        _ffi.check(run_fn(pa, pe), "bare call")
+    call.keep = (keep, e, args)
+    return call
+
+
+def ws_for(op, *args, **kw):
+    return torch.empty(max(litetopk.workspace_size(op, *args, **kw), 1), dtype=torch.uint8, device="cuda")
+
+
+def case_decode(B=64, ctx=65536, next_n=1, k=2048):
+    cache, table, q, w, seq = make_decode(B, ctx, next_n, 64, 128, 64, 1)
+    kw = dict(block_kv=64)
+    py_nows = lambda: litetopk.decode_topk(q, cache, w, seq, table, k, **kw)  # noqa: E731
+    ws = ws_for("decode", q, cache, w, seq, table, k, **kw)
+    out = torch.empty(B * next_n, k, dtype=torch.int32, device="cuda")
+    py_ws = lambda: litetopk.decode_topk(q, cache, w, seq, table, k, out=out, workspace=ws, **kw)  # noqa: E731
+    a, ctxo, ia, sca = _ops._decode_prepare(q, cache, w, seq, table, k, 64, 0, False, False, False, None, "auto",
+                                            "fused", None, 0, None)
+    run_fn, ws_fn = _ffi.entry("ltk_decode_topk"), _ffi.entry("ltk_decode_workspace_size")
+    return (f"decode B={B} ctx={ctx} next_n={next_n} k={k}", py_nows, py_ws,
+            bare(run_fn, ws_fn, a, ctxo, True), bare(run_fn, ws_fn, a, ctxo, False), (ia,))
+
+
+def case_knn(B, N, D, k, dtype):
+    torch.manual_seed(0)
+    x = torch.randn(N, D, device="cuda", dtype=dtype)
+    qq = torch.randn(B, D, device="cuda", dtype=dtype)
+    py_nows = lambda: litetopk.knn_topk(qq, x, k)  # noqa: E731
+    ws = ws_for("knn", qq, x, k)
+    out = (torch.empty(B, k, dtype=torch.float32, device="cuda"), torch.empty(B, k, dtype=torch.int64, device="cuda"))
+    py_ws = lambda: litetopk.knn_topk(qq, x, k, out=out, workspace=ws)  # noqa: E731
+    a, ctxo, sca, ia = _ops._knn_prepare(qq, x, k, "ip", True, None, "auto", "fused", None, 0, None)
+    L = _ffi.lib()
+    return (f"knn B={B} N={N} D={D} k={k} {str(dtype)[6:]}", py_nows, py_ws,
+            bare(L.ltk_knn_topk, L.ltk_knn_workspace_size, a, ctxo, True),
+            bare(L.ltk_knn_topk, L.ltk_knn_workspace_size, a, ctxo, False), (x, qq, sca, ia))
+
+
+def case_select(rows=64, cols=1 << 20, k=2048):
+    s = torch.randn(rows, cols, device="cuda")
+    py_nows = lambda: litetopk.select_topk(s, k)  # noqa: E731
+    ws = ws_for("select", s, k)
+    out = (torch.empty(rows, k, dtype=torch.float32, device="cuda"), torch.empty(rows, k, dtype=torch.int32,
+                                                                                 device="cuda"))
+    py_ws = lambda: litetopk.select_topk(s, k, out=out, workspace=ws)  # noqa: E731
+    r = _ops._select_prepare(s, k, None, None, True, True, None, "auto", "fused", None, 0, None)
+    a, ctxo = r[0], r[1]
+    L = _ffi.lib()
+    return (f"select {rows}x{cols} k={k}", py_nows, py_ws, bare(L.ltk_select_topk, L.ltk_select_workspace_size, a,
+                                                                  ctxo, True),
+            bare(L.ltk_select_topk, L.ltk_select_workspace_size, a, ctxo, False), (s, r))
+
+
+CASES = {
+    "decode": lambda: case_decode(),
+    "decode_b8_1m": lambda: case_decode(B=8, ctx=1 << 20),
+    "knn_small": lambda: case_knn(64, 100_000, 100, 10, torch.float32),
+    "knn_large": lambda: case_knn(64, 1 << 20, 768, 1024, torch.bfloat16),
+    "select": lambda: case_select(),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", default="decode,knn_small,knn_large,select")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--trace", action="store_true")
+    a = ap.parse_args()
+    out = open(a.json, "a") if a.json else None
+    dev = torch.cuda.get_device_name()
+    for name in a.cases.split(","):
+        what, py_nows, py_ws, c_ws, c_nows, _keep = CASES[name]()
+        paths = {"c_ws": c_ws, "c_nows": c_nows, "python_ws": py_ws, "python_nows": py_nows}
+        for fn in paths.values():  # warm: pools, caches, attributes, clocks
+            for _ in range(3):
+                fn()
+        torch.cuda.synchronize()
+        for p, fn in paths.items():
+            rec = dict(op="host", harness="bench/host_cost.py", case=name, shape=what, path=p.split("_")[0],
+                       workspace=p.endswith("_ws"), enqueue_us=enqueue_us(fn, a.reps),
+                       alone_ms=time_ms(fn, reps=a.reps), b2b_ms=median([b2b_ms(fn) for _ in range(3)]),
+                       device=dev, commit=commit(), date=time.strftime("%Y-%m-%d"), torch=torch.__version__)
+            emit_jsonl(rec, out)
+            if a.trace:
+                trace(fn, f"{name} {p}")
+        del _keep, paths, py_nows, py_ws, c_ws, c_nows
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
