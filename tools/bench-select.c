@@ -13,6 +13,7 @@ typedef struct select_bench {
     ltk_select_args args;
     void *scores;
     const char *dist;
+    int64_t unique_rows; /* rows the generator made; the matrix repeats them */
 } select_bench;
 
 static ltk_status select_size(const void *a, const ltk_exec *e, size_t *bytes) {
@@ -23,6 +24,7 @@ static void select_json(void *c, cli_json *j) {
     select_bench *b = c;
     cli_json_int(j, "rows", b->args.rows), cli_json_int(j, "cols", b->args.cols), cli_json_int(j, "k", b->args.k);
     cli_json_str(j, "dist", b->dist);
+    if (b->unique_rows < b->args.rows) cli_json_int(j, "unique_rows", b->unique_rows);
 }
 
 static const char select_usage[] = "bench select [--rows N --cols N -k K --dtype T --dist NAME] [--backend auto|cpu|cuda|ref] [--algos fused,materialize,score_only]\n"
@@ -58,11 +60,21 @@ int bench_select_main(int argc, char **argv) {
     memset(&b, 0, sizeof b);
     float *x = NULL;
     void *enc = NULL;
-    ltk_status st = gen_scores(rows, cols, dist, k, (uint64_t)c.seed, &x);
-    if (!st) st = gen_encode(x, rows * cols, dtype, &enc);
+    /* Past 2^28 entries the generator makes a tile of rows that the matrix repeats: a select's time
+     * does not depend on rows being distinct, and 8192 x 1M on one host thread would take minutes. */
+    const int64_t tile = rows * cols > ((int64_t)1 << 28) ? (((int64_t)1 << 28) / cols > 0 ? ((int64_t)1 << 28) / cols : 1)
+                                                          : rows;
+    const size_t es = ltk_dtype_size(dtype);
+    ltk_status st = gen_scores(tile, cols, dist, k, (uint64_t)c.seed, &x);
+    if (!st) st = gen_encode(x, tile * cols, dtype, &enc);
     free(x);
-    if (!st) st = devmem_clone(env.on_device, enc, (size_t)(rows * cols) * ltk_dtype_size(dtype), &b.scores);
+    if (!st) st = devmem_alloc(env.on_device, (size_t)(rows * cols) * es, &b.scores);
+    for (int64_t r0 = 0; r0 < rows && !st; r0 += tile) {
+        const int64_t nr = rows - r0 < tile ? rows - r0 : tile;
+        st = devmem_upload(env.on_device, (char *)b.scores + (size_t)(r0 * cols) * es, enc, (size_t)(nr * cols) * es);
+    }
     free(enc);
+    b.unique_rows = tile;
     bench_call *bc = &b.call;
     if (!st) st = devmem_alloc(env.on_device, (size_t)(rows * k) * sizeof(int32_t), &bc->out_idx);
     if (!st) st = devmem_alloc(env.on_device, (size_t)(rows * k) * sizeof(float), (void **)&bc->out_scores);
