@@ -38,8 +38,10 @@
  *
  * MEMORY. Each operation has a *_workspace_size() query. Pass a workspace of at least that many
  * bytes in ltk_exec (host memory for CPU backends, device memory for CUDA) and the call allocates
- * nothing (CUDA-graph capturable on the CUDA backend). With workspace == NULL the call allocates
- * and frees its own (convenience path).
+ * nothing (CUDA-graph capturable on the CUDA backend). With workspace == NULL the call takes its
+ * own and returns it (convenience path); on CUDA from a stream-ordered pool of the library's, on the
+ * call's stream, so that neither step waits for the device (LTK_CUDA_POOL_KEEP_MB: what the pool
+ * keeps between calls).
  */
 #ifndef LITETOPK_H
 #define LITETOPK_H

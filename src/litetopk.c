@@ -79,9 +79,9 @@ static int is_host_backend(const ltk_backend_i *bi) { return bi == &ltk_backend_
             return (bi)->runfn((a), ex_, ex_->workspace, ex_->workspace_bytes);                        \
         }                                                                                              \
         void *ws_ = NULL;                                                                              \
-        if (need_) LTK_FORWARD_IF((bi)->mem_alloc(need_, &ws_));                                       \
+        if (need_) LTK_FORWARD_IF(ltk_ws_take((bi), need_, ex_->stream, &ws_));                        \
         ltk_status st_ = (bi)->runfn((a), ex_, ws_, need_);                                            \
-        if (ws_) (bi)->mem_free(ws_);                                                                  \
+        ltk_ws_give((bi), ws_, ex_->stream);                                                           \
         return st_;                                                                                    \
     } while (0)
 

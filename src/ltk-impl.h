@@ -83,7 +83,21 @@ typedef struct ltk_backend_i {
      * and table entry checked). NULL where a backend has none yet: the front end says so. */
     ltk_status (*decode_workspace)(const ltk_decode_args *a, const ltk_exec *e, size_t *bytes);
     ltk_status (*decode)(const ltk_decode_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
+    /* Optional (NULL: mem_alloc / mem_free): the workspace of a call made without one, ordered on
+     * `stream`, so that taking and returning it neither waits for the device nor stops a capture. */
+    ltk_status (*ws_alloc)(size_t bytes, void *stream, void **ptr);
+    void (*ws_free)(void *ptr, void *stream);
 } ltk_backend_i;
+
+/* The convenience path's workspace through the backend (ws_alloc, else mem_alloc). */
+static inline ltk_status ltk_ws_take(const ltk_backend_i *bi, size_t bytes, void *stream, void **ptr) {
+    return bi->ws_alloc ? bi->ws_alloc(bytes, stream, ptr) : bi->mem_alloc(bytes, ptr);
+}
+static inline void ltk_ws_give(const ltk_backend_i *bi, void *ptr, void *stream) {
+    if (!ptr) return;
+    if (bi->ws_free) bi->ws_free(ptr, stream);
+    else bi->mem_free(ptr);
+}
 
 /* Decode helpers every backend shares (the resolved args of the front end). The length of row t
  * as given: lens[t], or seq_lens[b] - next_n + r + 1 (the front end checks it for host backends). */

@@ -158,7 +158,7 @@ ltk_status ltk_prefill_run(const ltk_prefill_args *in, const ltk_exec *e_in) {
         LTK_RETURN_IF(e->workspace_bytes < lay.total, LTK_EWORKSPACE,
                       "workspace of %zu bytes is smaller than the %zu bytes required", e->workspace_bytes, lay.total);
     } else {
-        LTK_FORWARD_IF(bi->mem_alloc(lay.total, &owned));
+        LTK_FORWARD_IF(ltk_ws_take(bi, lay.total, e->stream, &owned));
         ws = owned;
     }
     const int64_t C = a->chunk, ostride = a->out_stride;
@@ -218,6 +218,6 @@ ltk_status ltk_prefill_run(const ltk_prefill_args *in, const ltk_exec *e_in) {
                     (long long)nchunks, (long long)t0, (long long)(t0 + rows - 1), now_s() - t_start);
     }
     ltk_aligned_free(ranges_host);
-    if (owned) bi->mem_free(owned);
+    ltk_ws_give(bi, owned, e->stream);
     return st;
 }

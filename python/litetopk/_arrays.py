@@ -28,6 +28,7 @@ _RAW_SIZE = {_ffi.DTYPE_F32: 4, _ffi.DTYPE_F16: 2, _ffi.DTYPE_BF16: 2, _ffi.DTYP
 
 
 _NP_NAMES: dict = {}  # numpy dtype -> its .name (numpy builds the name string on every access)
+_TORCH_NAMES: dict = {}  # torch dtype -> its name without "torch." (a call builds the string otherwise)
 
 
 def _np_name(dt) -> str:
@@ -72,20 +73,20 @@ class Arr:
                 raise ValueError(f"{name}: array data is not aligned to its element size")
         elif is_tensor(x):
             self.is_torch = True
-            if x.is_sparse or getattr(x, "is_quantized", False) or x.is_complex():
+            if x.layout is not _torch().strided or x.is_quantized or x.is_complex():
                 raise TypeError(f"{name}: only dense real tensors are supported")
-            self.shape = tuple(int(s) for s in x.shape)
-            self.strides = tuple(int(s) for s in x.stride())
-            self.dname = str(x.dtype).replace("torch.", "")
-            self.itemsize = x.element_size()
-            self.ptr = int(x.data_ptr())
-            dev = x.device
-            if dev.type == "cpu":
+            self.shape = tuple(x.shape)
+            self.strides = x.stride()
+            dt = x.dtype
+            self.dname = _TORCH_NAMES.get(dt) or _TORCH_NAMES.setdefault(dt, str(dt).replace("torch.", ""))
+            self.itemsize = getattr(dt, "itemsize", None) or x.element_size()
+            self.ptr = x.data_ptr()
+            if x.is_cuda:
+                self.device = ("cuda", x.get_device())
+            elif x.device.type == "cpu":
                 self.device = ("cpu", None)
-            elif dev.type == "cuda":
-                self.device = ("cuda", dev.index if dev.index is not None else _torch().cuda.current_device())
             else:
-                raise ValueError(f"{name}: tensors on device '{dev}' are not supported (cpu or cuda)")
+                raise ValueError(f"{name}: tensors on device '{x.device}' are not supported (cpu or cuda)")
             self.writeable = True
             if self.ptr % self.itemsize:
                 raise ValueError(f"{name}: tensor data is not aligned to its element size")

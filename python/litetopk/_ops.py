@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import operator
 import os
 
@@ -119,8 +120,10 @@ class _Ctx:
         if self.is_cuda:
             t = _torch()
             if stream is None:
-                # the caller's current stream: work is ordered with the surrounding torch ops
-                self.stream = t.cuda.current_stream(self.device[1]).cuda_stream
+                # the caller's current stream: work is ordered with the surrounding torch ops (the raw
+                # handle where torch offers it: a Stream object costs microseconds a call)
+                raw = getattr(t._C, "_cuda_getCurrentRawStream", None)
+                self.stream = raw(self.device[1]) if raw else t.cuda.current_stream(self.device[1]).cuda_stream
             else:
                 if not hasattr(stream, "cuda_stream"):
                     stream = t.cuda.ExternalStream(operator.index(stream), device=t.device("cuda", self.device[1]))
@@ -139,9 +142,10 @@ class _Ctx:
                                  f"the call runs on '{_ffi.BACKEND_NAMES[self.backend]}'")
 
     def guard(self):
-        if self.is_cuda:
-            return _torch().cuda.device(self.device[1])  # kernels go to the tensors' device
-        return contextlib.nullcontext()
+        # kernels go to the tensors' device; nothing to switch when it is the current one already
+        if self.is_cuda and _torch().cuda.current_device() != self.device[1]:
+            return _torch().cuda.device(self.device[1])
+        return _NULL
 
     def exec(self):
         e = _ffi.ltk_exec()
@@ -161,6 +165,9 @@ class _Ctx:
             return empty(self.like, shape, dname, self.device)
 
 
+_NULL = contextlib.nullcontext()
+
+
 def _workspace_bytes(ctx, ws_fn, args):
     n = ctypes.c_size_t(0)
     e = ctx.exec()
@@ -170,6 +177,12 @@ def _workspace_bytes(ctx, ws_fn, args):
 
 
 def _run(name, ctx, run_fn, ws_fn, args, rows, workspace, stats):
+    with ctx.guard():
+        _run_here(name, ctx, run_fn, ws_fn, args, rows, workspace, stats)
+
+
+def _run_here(name, ctx, run_fn, ws_fn, args, rows, workspace, stats):
+    """_run on the tensors' device."""
     e = ctx.exec()
     keep = None
     if workspace is not None:
@@ -180,14 +193,16 @@ def _run(name, ctx, run_fn, ws_fn, args, rows, workspace, stats):
         if not contig:
             raise ValueError("workspace must be contiguous")
         e.workspace = w.ptr or None
-        e.workspace_bytes = int(np.prod(w.shape, dtype=np.int64)) * w.itemsize if w.ptr else 0
+        e.workspace_bytes = math.prod(w.shape) * w.itemsize if w.ptr else 0
     elif ctx.is_cuda:
-        # Take the workspace from torch's caching allocator: the library's own path would
-        # cudaMalloc/cudaFree, which synchronises the device on every call.
-        need = _workspace_bytes(ctx, ws_fn, args)
+        # Take the workspace from torch's caching allocator, so that torch (and a serving engine's
+        # memory profile) sees it; the library's own pool would serve as well (no synchronisation).
+        n = ctypes.c_size_t(0)
+        _ffi.check(ws_fn(ctypes.byref(args), ctypes.byref(e), ctypes.byref(n)), "workspace size query")
+        need = int(n.value)
         if need:
             with ctx.on_stream():
-                keep = _torch().empty(need, dtype=_torch().uint8, device=_torch().device("cuda", ctx.device[1]))
+                keep = _torch().empty(need, dtype=_torch().uint8, device=ctx.device[1])
             e.workspace = keep.data_ptr()
             e.workspace_bytes = need
     c_stats = None
@@ -196,8 +211,7 @@ def _run(name, ctx, run_fn, ws_fn, args, rows, workspace, stats):
             raise TypeError("stats must be a litetopk.Stats instance")
         c_stats = stats._prepare(rows)
         e.stats = ctypes.pointer(c_stats)
-    with ctx.guard():
-        status = run_fn(ctypes.byref(args), ctypes.byref(e))
+    status = run_fn(ctypes.byref(args), ctypes.byref(e))
     del keep  # returned to torch's allocator, stream-ordered: safe while the kernel still runs
     _ffi.check(status, name)
     if stats is not None:

@@ -71,4 +71,6 @@ const ltk_backend_i ltk_backend_cpu = {
     /* .causal_ranges     = */ NULL,
     /* .decode_workspace  = */ ltkc_decode_ws,
     /* .decode            = */ ltkc_decode,
+    /* .ws_alloc          = */ NULL,
+    /* .ws_free           = */ NULL,
 };

@@ -69,6 +69,11 @@ typedef struct ltk_cuda_dev {
  * process runs); the device itself is asked for on every call (the caller may switch devices). */
 ltk_status ltk_cuda_device(ltk_cuda_dev *d);
 
+/* Lets kernel `fn` launch with up to `bytes` of dynamic shared memory on the current device
+ * (cudaFuncAttributeMaxDynamicSharedMemorySize, set once a (kernel, device) and raised when a launch
+ * needs more). */
+ltk_status ltk_cuda_smem_reserve(const void *fn, size_t bytes);
+
 /* cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link); NULL when the
  * driver has none. */
 void *ltk_cuda_tmap_encoder(void);

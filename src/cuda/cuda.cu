@@ -5,6 +5,8 @@
  * pipeline); what they share in cuda-common.cuh. */
 #include <cuda_runtime.h>
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,6 +44,40 @@ extern "C" ltk_status ltk_cuda_device(ltk_cuda_dev *d) {
         __atomic_store_n(&known[dev], 1, __ATOMIC_RELEASE);
     }
     *d = f;
+    return LTK_OK;
+}
+
+/* Dynamic shared memory limits by (kernel, device): raised under a lock when a launch needs more
+ * than before, never lowered (so no call shrinks the limit under another's launch). Why a record:
+ * a cudaFuncSetAttribute is a few microseconds of host time, and a decode step is tens of
+ * microseconds of GPU work that often waits for the host; a flag per process would also miss the
+ * second device (the attribute is the current device's). */
+#define LTK_SMEM_SLOTS 256
+static struct {
+    const void *fn;
+    int dev;
+    size_t bytes;
+} smem_set[LTK_SMEM_SLOTS];
+static int smem_n = 0;
+static pthread_mutex_t smem_lock = PTHREAD_MUTEX_INITIALIZER;
+
+extern "C" ltk_status ltk_cuda_smem_reserve(const void *fn, size_t bytes) {
+    int dev = 0;
+    LTK_CUDA_TRY(cudaGetDevice(&dev));
+    pthread_mutex_lock(&smem_lock);
+    int i = 0;
+    while (i < smem_n && (smem_set[i].fn != fn || smem_set[i].dev != dev)) i++;
+    cudaError_t ce = cudaSuccess;
+    if (i == smem_n || smem_set[i].bytes < bytes) {
+        ce = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+        if (ce == cudaSuccess && i == smem_n && smem_n < LTK_SMEM_SLOTS) {
+            smem_set[i].fn = fn, smem_set[i].dev = dev;
+            smem_n++;
+        }
+        if (ce == cudaSuccess && i < smem_n) smem_set[i].bytes = bytes;
+    }
+    pthread_mutex_unlock(&smem_lock);
+    LTK_CUDA_TRY(ce);
     return LTK_OK;
 }
 
@@ -115,6 +151,77 @@ static ltk_status cuda_alloc(size_t bytes, void **p) {
 static void cuda_free(void *p) {
     if (p && cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
 }
+
+/* The workspace of a call made without one: from a stream-ordered pool of the library's, one a
+ * device, which keeps up to LTK_CUDA_POOL_KEEP_MB between calls (tuning table). Why not cudaMalloc
+ * and cudaFree: cudaFree waits for the whole device, so every such call was a host synchronisation,
+ * and cudaMalloc is the slowest call on the host path (`litetopk bench` host_alloc_us against
+ * host_us, bench/results/h200/host.jsonl). Under stream capture the allocation is the graph's own
+ * (cudaMallocAsync becomes a memory node); a device without memory pools takes cudaMalloc. */
+static cudaMemPool_t pools[LTK_DEV_CACHED];
+static int pool_state[LTK_DEV_CACHED]; /* 0 not made, 1 made, -1 the device has no pools */
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int cuda_pool(int dev, cudaMemPool_t *out) {
+    if (dev < 0 || dev >= LTK_DEV_CACHED) return 0;
+    int s = __atomic_load_n(&pool_state[dev], __ATOMIC_ACQUIRE);
+    if (s == 0) {
+        pthread_mutex_lock(&pool_lock);
+        s = pool_state[dev];
+        if (s == 0) {
+            int ok = 0;
+            cudaMemPool_t p = NULL;
+            if (cudaDeviceGetAttribute(&ok, cudaDevAttrMemoryPoolsSupported, dev) == cudaSuccess && ok) {
+                cudaMemPoolProps pr;
+                memset(&pr, 0, sizeof pr);
+                pr.allocType = cudaMemAllocationTypePinned;
+                pr.location.type = cudaMemLocationTypeDevice;
+                pr.location.id = dev;
+                if (cudaMemPoolCreate(&p, &pr) == cudaSuccess) {
+                    uint64_t keep = (uint64_t)ltk_tune_get()->cuda_pool_keep_mb << 20;
+                    (void)cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &keep);
+                } else {
+                    p = NULL;
+                }
+            }
+            (void)cudaGetLastError();
+            pools[dev] = p;
+            s = p ? 1 : -1;
+            __atomic_store_n(&pool_state[dev], s, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&pool_lock);
+    }
+    *out = pools[dev];
+    return s > 0;
+}
+
+static ltk_status cuda_ws_alloc(size_t bytes, void *stream, void **p) {
+    *p = NULL;
+    cudaStream_t st = (cudaStream_t)stream;
+    int dev = 0;
+    LTK_CUDA_TRY(cudaGetDevice(&dev));
+    cudaMemPool_t pool;
+    cudaError_t e;
+    if (ltk_stream_capturing(st)) e = cudaMallocAsync(p, bytes ? bytes : 256, st);
+    else if (cuda_pool(dev, &pool)) e = cudaMallocFromPoolAsync(p, bytes ? bytes : 256, pool, st);
+    else return cuda_alloc(bytes, p);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        return ltk_cuda_error(e, "cudaMallocFromPoolAsync (the workspace of a call made without one)", __FILE__,
+                              __LINE__);
+    }
+    return LTK_OK;
+}
+static void cuda_ws_free(void *p, void *stream) {
+    int dev = 0;
+    cudaMemPool_t pool;
+    const int capturing = ltk_stream_capturing((cudaStream_t)stream);
+    if (!capturing && (cudaGetDevice(&dev) != cudaSuccess || !cuda_pool(dev, &pool))) {
+        cuda_free(p);
+        return;
+    }
+    if (cudaFreeAsync(p, (cudaStream_t)stream) != cudaSuccess) (void)cudaGetLastError();
+}
 static ltk_status cuda_to_host(void *dst, const void *src, size_t bytes) {
     LTK_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
     return LTK_OK;
@@ -159,4 +266,6 @@ extern "C" const ltk_backend_i ltk_backend_cuda = {
     /* .causal_ranges     = */ cuda_causal_ranges,
     /* .decode_workspace  = */ ltk_cuda_decode_workspace,
     /* .decode            = */ ltk_cuda_decode,
+    /* .ws_alloc          = */ cuda_ws_alloc,
+    /* .ws_free           = */ cuda_ws_free,
 };

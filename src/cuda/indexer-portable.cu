@@ -140,12 +140,8 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
 
 extern "C" ltk_status ltk_portable_scan(const ltk_scan_params *p, int nsm, cudaStream_t st) {
     size_t smem = sizeof(float) * ((size_t)PT_KEYS * (p->D + 1) + 8 * PT_KEYS) + sizeof(int32_t) * LTK_NB;
-    static int attr_set = 0;
-    if (!attr_set) {
-        LTK_CUDA_TRY(cudaFuncSetAttribute(ltk_portable_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          (int)(sizeof(float) * (PT_KEYS * 257 + 8 * PT_KEYS) + 4 * LTK_NB)));
-        attr_set = 1;
-    }
+    LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)ltk_portable_scan_kernel,
+                                         sizeof(float) * (PT_KEYS * 257 + 8 * PT_KEYS) + 4 * LTK_NB));
     if (p->nrows <= 0) return LTK_OK;
     int64_t grid = p->nrows < (int64_t)nsm * 8 ? p->nrows : (int64_t)nsm * 8;
     ltk_portable_scan_kernel<<<(unsigned)grid, PT_THREADS, smem, st>>>(*p);

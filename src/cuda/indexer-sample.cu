@@ -173,12 +173,7 @@ extern "C" ltk_status ltk_idx_sample_list(const int32_t *hot, int32_t hot_cap, i
     int hot_np = 1;
     while (hot_np < m_hot) hot_np <<= 1;
     size_t smem = m_hot > 0 ? sizeof(int32_t) * (size_t)hot_np : 0;
-    static int attr_set = 0;
-    if (!attr_set) {
-        LTK_CUDA_TRY(cudaFuncSetAttribute(smp_list_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          (int)(sizeof(int32_t) * SMP_HOT_MAX)));
-        attr_set = 1;
-    }
+    LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)smp_list_kernel, sizeof(int32_t) * SMP_HOT_MAX));
     smp_list_kernel<<<1, SMP_THREADS, smem, st>>>(hot, hot_cap, m_hot, m_cold, win, lohi, P, m_max);
     LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
@@ -390,11 +385,7 @@ extern "C" ltk_status ltk_idx_prep(const ltk_indexer_args *a, int64_t row0, int6
                                    const int32_t *P, int64_t m_max, const int64_t *lohi, int skip_short, float *smin,
                                    float *delta, int32_t *th, int32_t *cand_cnt, cudaStream_t st) {
     if (nrows <= 0) return LTK_OK;
-    static int attr_set = 0;
-    if (!attr_set) {
-        LTK_CUDA_TRY(cudaFuncSetAttribute(smp_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PREP_SMEM_MAX));
-        attr_set = 1;
-    }
+    LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)smp_prep_kernel, PREP_SMEM_MAX));
     const int staged = (size_t)m_max * 4 <= PREP_SMEM_MAX;
     smp_prep_kernel<<<(unsigned)nrows, PREP_THREADS, staged ? (size_t)m_max * 4 : 0, st>>>(
         a->ks, a->ke, a->S, a->k, row0, sc, ld, P, m_max, lohi, skip_short, smin, delta, th, cand_cnt, staged);

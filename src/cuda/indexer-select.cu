@@ -324,21 +324,16 @@ __global__ void __launch_bounds__(SEL_THREADS)
 }
 
 static ltk_status sel_set_attrs(void) {
-    static int done = 0;
-    if (!done) {
-        int b = (int)sel_dyn_bytes(SEL_KMAX), bc = b + SEL_STAGE * (int)sizeof(ltk_cand);
-        const cudaFuncAttribute A = cudaFuncAttributeMaxDynamicSharedMemorySize;
-        LTK_CUDA_TRY(cudaFuncSetAttribute(sel_cand_kernel<1>, A, bc));
-        LTK_CUDA_TRY(cudaFuncSetAttribute(sel_cand_kernel<2>, A, bc));
-        LTK_CUDA_TRY(cudaFuncSetAttribute(sel_cand_kernel<4>, A, bc));
-        LTK_CUDA_TRY(cudaFuncSetAttribute(sel_cand_kernel<8>, A, bc));
-        LTK_CUDA_TRY(cudaFuncSetAttribute(sel_cand_kernel<16>, A, bc));
-        LTK_CUDA_TRY(cudaFuncSetAttribute(sel_dense_kernel<1>, A, b));
-        LTK_CUDA_TRY(cudaFuncSetAttribute(sel_dense_kernel<2>, A, b));
-        LTK_CUDA_TRY(cudaFuncSetAttribute(sel_dense_kernel<4>, A, b));
-        LTK_CUDA_TRY(cudaFuncSetAttribute(sel_dense_kernel<8>, A, b));
-        LTK_CUDA_TRY(cudaFuncSetAttribute(sel_dense_kernel<16>, A, b));
-        done = 1;
+    const size_t b = sel_dyn_bytes(SEL_KMAX), bc = b + SEL_STAGE * sizeof(ltk_cand);
+    const void *cand[] = {(const void *)sel_cand_kernel<1>, (const void *)sel_cand_kernel<2>,
+                          (const void *)sel_cand_kernel<4>, (const void *)sel_cand_kernel<8>,
+                          (const void *)sel_cand_kernel<16>};
+    const void *dense[] = {(const void *)sel_dense_kernel<1>, (const void *)sel_dense_kernel<2>,
+                           (const void *)sel_dense_kernel<4>, (const void *)sel_dense_kernel<8>,
+                           (const void *)sel_dense_kernel<16>};
+    for (int i = 0; i < 5; i++) {
+        LTK_FORWARD_IF(ltk_cuda_smem_reserve(cand[i], bc));
+        LTK_FORWARD_IF(ltk_cuda_smem_reserve(dense[i], b));
     }
     return LTK_OK;
 }

@@ -806,12 +806,7 @@ static ltk_status sm90_tmaps(const ltk_scan_params *p, CUtensorMap *tq, CUtensor
 
 template <int H, int NN> static ltk_status sm90_launch(const ltk_scan_params *p, int nsm, cudaStream_t st) {
     typedef sm90_cfg<H> cfg;
-    static int attr_set = 0; /* per process; every device accepts the same limit */
-    if (!attr_set) {
-        LTK_CUDA_TRY(cudaFuncSetAttribute(ltk_sm90_scan_kernel<H, NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          (int)cfg::SMEM));
-        attr_set = 1;
-    }
+    LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)ltk_sm90_scan_kernel<H, NN>, cfg::SMEM));
     CUtensorMap tq, tkv, tks;
     LTK_FORWARD_IF(sm90_tmaps(p, &tq, &tkv, &tks));
     int64_t nqb = ltk_scan_qblocks(p->nrows, cfg::BQ, p->group);

@@ -473,7 +473,10 @@ static ltk_status dense_rows(const ltk_indexer_args *a, const idx_plan *pl, uint
             sa.dtype = LTK_DTYPE_F32;
             sa.scores = logits;
             sa.row_stride = pl->dense_W;
-            if (a->ks) { /* clamped copies: device ranges are not validated by the front end */
+            if (a->ks && pl->pg) { /* the decode operation's ranges are clamped already (decode.cu) */
+                sa.starts = a->ks + row0;
+                sa.ends = a->ke + row0;
+            } else if (a->ks) { /* clamped copies: device ranges are not validated by the front end */
                 int32_t *se_r = (int32_t *)(ws + pl->o_se + ltk_al256(pl->ext_ws));
                 LTK_FORWARD_IF(ltk_idx_clamp_ranges(a->ks, a->ke, row0, nrows, a->S, se_r, se_r + nrows, st));
                 sa.starts = se_r;

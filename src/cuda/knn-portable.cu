@@ -251,8 +251,7 @@ static __global__ void knn_qnorm_kernel(const void *q, int64_t q_stride, int D, 
 }
 
 template <int DT, int MODE> ltk_status ltk_knn_mma_launch(const knn_params &p, int sms, cudaStream_t st) {
-    LTK_CUDA_TRY(cudaFuncSetAttribute(knn_score_kernel<DT, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      (int)sizeof(knn_smem)));
+    LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)knn_score_kernel<DT, MODE>, sizeof(knn_smem)));
     int64_t ntiles = (p.n + KNN_BM - 1) / KNN_BM, qblocks = (p.nq + KNN_BQ - 1) / KNN_BQ;
     int64_t items = ntiles * qblocks, grid = (int64_t)sms * 2;
     if (grid > items) grid = items;

@@ -580,20 +580,9 @@ int64_t ltk_knn_fin_static_smem(void) {
 }
 
 ltk_status ltk_knn_fin_smem_reserve(size_t fin_smem, int dev) {
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static size_t set_for[64];
-    const int known = dev >= 0 && dev < 64;
-    if (known && fin_smem <= __atomic_load_n(&set_for[dev], __ATOMIC_ACQUIRE)) return LTK_OK;
-    pthread_mutex_lock(&lock);
-    cudaError_t ce = cudaSuccess;
-    if (!known || fin_smem > set_for[dev]) {
-        const void *fns[] = KNN_FIN_KERNELS;
-        for (int i = 0; i < 12 && ce == cudaSuccess; i++)
-            ce = cudaFuncSetAttribute(fns[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fin_smem);
-        if (ce == cudaSuccess && known) __atomic_store_n(&set_for[dev], fin_smem, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&lock);
-    LTK_CUDA_TRY(ce);
+    (void)dev; /* (ltk_cuda_smem_reserve keeps its record by the current device) */
+    const void *fns[] = KNN_FIN_KERNELS;
+    for (int i = 0; i < 12; i++) LTK_FORWARD_IF(ltk_cuda_smem_reserve(fns[i], fin_smem));
     return LTK_OK;
 }
 

@@ -564,12 +564,7 @@ static ltk_status ks_tmap(CUtensorMap *tm, const void *base, int D, int64_t rows
 static int ks_qi128_allowed(void) { return !ltk_tune_get()->cuda_knn_qi64; }
 
 template <int DT, int MODE, int QI> static ltk_status ks_launch(const knn_params &p, int sms, cudaStream_t st) {
-    static int attr_set = 0;
-    if (!attr_set) {
-        LTK_CUDA_TRY(cudaFuncSetAttribute(ks_score_kernel<DT, MODE, QI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         ks_smem<QI, MODE>()));
-        attr_set = 1;
-    }
+    LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)ks_score_kernel<DT, MODE, QI>, (size_t)ks_smem<QI, MODE>()));
     CUtensorMap tx, tq;
     LTK_FORWARD_IF(ks_tmap(&tx, p.x, p.D, p.n, p.x_stride, KS_BN, DT));
     LTK_FORWARD_IF(ks_tmap(&tq, p.q, p.D, p.nq, p.q_stride, QI, DT));

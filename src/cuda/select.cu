@@ -3,13 +3,19 @@
  * Fast tier (k <= 4096): one pass over HBM in the common case.
  *   1. Sample: 16K keys of the row in 8-entry runs spread over the valid range (one 32-byte sector
  *      each); t = the r-th best sampled key with r ~ 2k * m / n. Only a guess: it is VERIFIED below.
- *   2. Scan: stream the row once (16-byte loads, 4 in flight per thread); entries with key >= t go
- *      to a shared-memory candidate buffer (warp-aggregated appends). Few rows: P CTAs split each
- *      row; the last CTA to finish (atomic ticket) gathers the row's candidates from L2.
- *   3. Verify: if the row has >= k entries with key >= t (all captured, no overflow), the exact
+ *   2. Scan: stream the row once (16-byte loads, 4 in flight per thread); entries with key > t go
+ *      to a shared-memory candidate buffer (warp-aggregated appends), entries with key == t are
+ *      only counted. Few rows: P CTAs split each row; the last CTA to finish (atomic ticket)
+ *      gathers the row's candidates from L2.
+ *   3. Verify: if the row has >= k entries with key > t (all captured, no overflow), the exact
  *      top-k is among the candidates: radix-select the k largest composites (key, ~index) there.
- *      Otherwise (bad sample, flat or tie-heavy row, NaN-heavy row) the same CTA redoes the row on
- *      the exact dense path (4): slower, never wrong, counted in ltk_stats.fallback_rows.
+ *      If fewer than k are above t but with the entries equal to t there are k, the k-th key is t:
+ *      the answer is every candidate and the lowest-index k - (above) entries equal to t, found by
+ *      one ordered pass that stops as soon as it has them (sel_take_ties: on flat rows, few
+ *      distinct values or a zero plateau that is the first block of the row; the tie class is
+ *      never stored nor sorted). Otherwise (bad sample, NaN-heavy row, a buffer overflow) the same
+ *      CTA redoes the row on the exact dense path (4): slower, never wrong, counted in
+ *      ltk_stats.fallback_rows.
  *   5. Sort the k composites (bitonic in shared memory) unless LTK_FLAG_UNSORTED; reload the
  *      reported scores from the input so their bits are the input's (-0 stays -0).
  * General tier (k > 4096) and the fallback (4): radix passes over the key bits straight from the
@@ -41,7 +47,7 @@ struct sel_params {
     int P;        /* CTAs per row (fast tier) */
     uint32_t cap; /* candidate capacity of one CTA */
     /* workspace */
-    uint32_t *row_t, *row_cnt, *row_done, *row_ovf;
+    uint32_t *row_t, *row_cnt, *row_done, *row_ovf, *row_eq;
     int32_t *st_cand, *st_fb;
     uint32_t *gkey, *grel; /* P > 1: row r's candidates at r * P * cap */
     uint64_t *gsel;        /* general tier, global sort: rows of kp composites */
@@ -170,6 +176,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) sel_sample_kernel(sel_param
         p.row_cnt[r] = 0;
         p.row_done[r] = 0;
         p.row_ovf[r] = 0;
+        p.row_eq[r] = 0;
     }
     if (n <= p.k) return;
     uint32_t t = sel_sample_threshold<DT>(sel_row_ptr<DT>(p, r, s), n, p.k, p.cap, buf, SEL_SAMPLE_MAX, sm);
@@ -205,8 +212,9 @@ static __device__ __forceinline__ void sel_append1(bool pass, uint32_t key, uint
 }
 
 /* Scans [c0, c1) of a row (positions relative to the row start) and appends entries with
- * key >= t. sm->cnt counts every passing entry, also beyond cap (then the caller falls back);
- * a warp stops early once the buffer has overflowed. */
+ * key > t (every entry when t = 0) and counts those with key == t in sm->eq. sm->cnt counts every
+ * appended entry, also beyond cap (then the caller falls back); a warp stops early once the buffer
+ * has overflowed (sm->eq is then short, and unused). */
 template <int DT>
 static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0, int64_t c1, uint32_t t,
                                 uint32_t *ckey, uint32_t *crel, uint32_t cap, ltk_sel_smem *sm) {
@@ -218,11 +226,16 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
     int64_t head = (int64_t)((16u - ((uintptr_t)e0 & 15u)) & 15u) / (int64_t)sizeof(raw);
     if (((uintptr_t)e0 & (sizeof(raw) - 1)) != 0) head = len; /* misaligned element pointer: scalar */
     if (head > len) head = len;
+    /* stored: key >= t1 (key > t; every entry when t = 0); counted: key == teq (t, none when t = 0).
+     * No key is 0xffffffff (+inf is 0xff800000 as a key, NaN is 0), so t + 1 does not wrap. */
+    const uint32_t t1 = t ? t + 1u : 0u, teq = t ? t : 0xffffffffu;
+    uint32_t eq = 0;
     /* head, scalar */
     for (int64_t i0 = 0; i0 < head; i0 += LTK_SEL_NT) {
         int64_t i = i0 + threadIdx.x;
         uint32_t key = i < head ? ltk_dt<DT>::key(e0[i]) : 0u;
-        sel_append1(i < head && key >= t, key, (uint32_t)(c0 + i), ckey, crel, cap, &sm->cnt);
+        eq += i < head && key == teq;
+        sel_append1(i < head && key >= t1, key, (uint32_t)(c0 + i), ckey, crel, cap, &sm->cnt);
     }
     const int64_t nv = (len - head) / VW;
     const uint4 *vp = (const uint4 *)(e0 + head);
@@ -247,7 +260,9 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
 #pragma unroll
             for (int j = 0; j < VW; j++) {
                 uint32_t bits = VW == 4 ? ws[j] : (ws[j >> 1] >> ((j & 1) * 16));
-                if (ok && ltk_dt<DT>::key(bits) >= t) pm |= 1u << (u * VW + j);
+                const uint32_t key = ltk_dt<DT>::key(bits);
+                if (ok && key >= t1) pm |= 1u << (u * VW + j);
+                eq += ok && key == teq;
             }
         }
         if (__any_sync(LTK_FULL, pm != 0)) {
@@ -272,7 +287,32 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
     for (int64_t i0 = head + nv * VW; i0 < len; i0 += LTK_SEL_NT) {
         int64_t i = i0 + threadIdx.x;
         uint32_t key = i < len ? ltk_dt<DT>::key(e0[i]) : 0u;
-        sel_append1(i < len && key >= t, key, (uint32_t)(c0 + i), ckey, crel, cap, &sm->cnt);
+        eq += i < len && key == teq;
+        sel_append1(i < len && key >= t1, key, (uint32_t)(c0 + i), ckey, crel, cap, &sm->cnt);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) eq += __shfl_xor_sync(LTK_FULL, eq, o);
+    if ((threadIdx.x & 31) == 0 && eq) atomicAdd(&sm->eq, eq);
+}
+
+/* The r lowest-index entries of row [0, n) whose key is t, as composites at dst[0..r): one ordered
+ * pass in blocks of LTK_SEL_NT x 16 entries (thread i holds 16 consecutive ones, ranked by a block
+ * scan) that stops at the first block holding the r-th. The caller knows the row has >= r of them. */
+template <int DT>
+static __device__ void sel_take_ties(const typename ltk_dt<DT>::raw *row, int64_t n, uint32_t t, uint32_t r,
+                                     uint64_t *dst, ltk_sel_smem *sm) {
+    const int J = 16;
+    uint32_t found = 0; /* block-uniform */
+    for (int64_t b = 0; b < n && found < r; b += (int64_t)LTK_SEL_NT * J) {
+        const int64_t i0 = b + (int64_t)threadIdx.x * J;
+        uint32_t m = 0;
+#pragma unroll 4
+        for (int j = 0; j < J; j++)
+            if (i0 + j < n && ltk_dt<DT>::key(row[i0 + j]) == t) m |= 1u << j;
+        uint32_t total;
+        uint32_t rank = found + ltk_block_scan((uint32_t)__popc(m), sm->warp, &total);
+        for (; m && rank < r; m &= m - 1, rank++) dst[rank] = ltk_comp(t, (uint32_t)(i0 + __ffs(m) - 1));
+        found += total;
     }
 }
 
@@ -299,7 +339,9 @@ static __device__ void sel_finish_smem(const sel_params &p, int64_t r, int64_t s
 
 /* ---- fast tier ----------------------------------------------------------------------------- */
 template <int DT>
-static __global__ void __launch_bounds__(LTK_SEL_NT) sel_fast_kernel(sel_params p) {
+/* (2 CTAs an SM: the register cap keeps the scan's 2 x 512 threads of loads in flight; without it
+ * ptxas gave the 16-bit kernels 127 registers, 1 CTA an SM) */
+static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_params p) {
     extern __shared__ __align__(16) unsigned char smraw[];
     ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
     uint64_t *sb = (uint64_t *)(smraw + sizeof(ltk_sel_smem));   /* kp composites */
@@ -320,7 +362,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) sel_fast_kernel(sel_params 
         return;
     }
     uint32_t t = P == 1 ? sel_sample_threshold<DT>(row, n, p.k, p.cap, ckey, 2 * (int64_t)p.cap, sm) : p.row_t[r];
-    if (threadIdx.x == 0) sm->cnt = 0;
+    if (threadIdx.x == 0) sm->cnt = 0, sm->eq = 0;
     __syncthreads();
     int64_t L = ((n + P - 1) / P + 63) & ~(int64_t)63;
     int64_t c0 = (int64_t)c * L, c1 = c0 + L < n ? c0 + L : n;
@@ -329,6 +371,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) sel_fast_kernel(sel_params 
     uint32_t cnt = sm->cnt;
     bool ovf = cnt > p.cap;
     uint32_t have = ovf ? p.cap : cnt;
+    int64_t eq = sm->eq;
     __syncthreads();
 
     int64_t total = cnt;
@@ -339,6 +382,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) sel_fast_kernel(sel_params 
         if (threadIdx.x == 0) {
             sm->digit = atomicAdd(&p.row_cnt[r], have);
             if (ovf) atomicExch(&p.row_ovf[r], 1u);
+            if (eq) atomicAdd(&p.row_eq[r], (uint32_t)eq);
         }
         __syncthreads();
         uint32_t base = sm->digit;
@@ -354,11 +398,21 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) sel_fast_kernel(sel_params 
         __threadfence();
         total = *(volatile uint32_t *)&p.row_cnt[r];
         ovf = *(volatile uint32_t *)&p.row_ovf[r] != 0;
+        eq = *(volatile uint32_t *)&p.row_eq[r];
         use_glob = true;
     }
-    bool fallback = ovf || total < p.k;
+    /* the k-th key is t: every candidate (all above t) and the lowest-index ties */
+    const bool ties = !ovf && total < p.k && total + eq >= p.k;
+    bool fallback = ovf || (total < p.k && !ties);
     uint32_t got;
-    if (!fallback) {
+    if (ties) {
+        const uint32_t *gk = use_glob ? p.gkey + (size_t)r * P * p.cap : ckey;
+        const uint32_t *gr = use_glob ? p.grel + (size_t)r * P * p.cap : crel;
+        for (uint32_t j = threadIdx.x; j < (uint32_t)total; j += LTK_SEL_NT) sb[j] = ltk_comp(gk[j], gr[j]);
+        sel_take_ties<DT>(row, n, t, p.k - (uint32_t)total, sb + total, sm);
+        __syncthreads();
+        got = p.k;
+    } else if (!fallback) {
         if (use_glob) {
             ltk_src_cand_glob src = {p.gkey + (size_t)r * P * p.cap, p.grel + (size_t)r * P * p.cap, total};
             ltk_radix_select<ltk_src_cand_glob, true>(src, p.k, 32 + ltk_dt<DT>::KB, 0, sm);
@@ -432,14 +486,14 @@ typedef struct sel_plan {
     int smem_sort;
     size_t cub_bytes;
     /* workspace layout (byte offsets) */
-    size_t o_rowt, o_cnt, o_done, o_ovf, o_stc, o_stf, o_gkey, o_grel, o_gsel, o_gsel2, o_off, o_cub, total;
+    size_t o_rowt, o_cnt, o_done, o_ovf, o_eq, o_stc, o_stf, o_gkey, o_grel, o_gsel, o_gsel2, o_off, o_cub, total;
 } sel_plan;
 
 template <int DT>
 static ltk_status sel_kernel_attrs(size_t fast_smem, size_t gen_smem, size_t sample_smem) {
-    if (fast_smem) LTK_CUDA_TRY(cudaFuncSetAttribute(sel_fast_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fast_smem));
-    if (gen_smem) LTK_CUDA_TRY(cudaFuncSetAttribute(sel_general_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gen_smem));
-    if (sample_smem) LTK_CUDA_TRY(cudaFuncSetAttribute(sel_sample_kernel<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sample_smem));
+    if (fast_smem) LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)sel_fast_kernel<DT>, fast_smem));
+    if (gen_smem) LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)sel_general_kernel<DT>, gen_smem));
+    if (sample_smem) LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)sel_sample_kernel<DT>, sample_smem));
     return LTK_OK;
 }
 
@@ -491,6 +545,7 @@ static ltk_status sel_make_plan(const ltk_select_args *a, sel_plan *pl) {
     pl->o_cnt = o; o = ltk_al256(o + (size_t)R * 4);
     pl->o_done = o; o = ltk_al256(o + (size_t)R * 4);
     pl->o_ovf = o; o = ltk_al256(o + (size_t)R * 4);
+    pl->o_eq = o; o = ltk_al256(o + (size_t)R * 4);
     pl->o_stc = o; o = ltk_al256(o + (size_t)R * 4);
     pl->o_stf = o; o = ltk_al256(o + (size_t)R * 4);
     size_t gc = pl->fast && pl->P > 1 ? (size_t)R * pl->P * pl->cap * 4 : 0;
@@ -589,6 +644,7 @@ extern "C" ltk_status ltk_cuda_select(const ltk_select_args *a, const ltk_exec *
     p.row_cnt = (uint32_t *)(w + pl.o_cnt);
     p.row_done = (uint32_t *)(w + pl.o_done);
     p.row_ovf = (uint32_t *)(w + pl.o_ovf);
+    p.row_eq = (uint32_t *)(w + pl.o_eq);
     p.st_cand = (int32_t *)(w + pl.o_stc);
     p.st_fb = (int32_t *)(w + pl.o_stf);
     p.gkey = (uint32_t *)(w + pl.o_gkey);

@@ -80,6 +80,7 @@ struct ltk_sel_smem {
     uint32_t hist[LTK_SEL_BINS];
     uint32_t warp[LTK_SEL_NT / 32];
     uint32_t cnt;       /* candidate / gather counter */
+    uint32_t eq;        /* select.cu's scan: entries whose key is the threshold's (not stored) */
     uint32_t ovf;       /* overflow flag */
     uint32_t digit, above, bucket; /* result of the last bucket search */
     uint32_t found_rel, last;

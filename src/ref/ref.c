@@ -315,4 +315,6 @@ const ltk_backend_i ltk_backend_ref = {
     /* .causal_ranges     = */ NULL,
     /* .decode_workspace  = */ ref_decode_ws,
     /* .decode            = */ ref_decode,
+    /* .ws_alloc          = */ NULL,
+    /* .ws_free           = */ NULL,
 };

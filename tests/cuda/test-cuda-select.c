@@ -21,11 +21,22 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-enum { G_RANDN, G_FLAT, G_FEW, G_BUCKET, G_SPECIAL, G_ASC, G_DESC, G_NANHEAVY, G_NGEN };
-static const char *gen_name[] = {"randn", "flat", "few", "bucket", "special", "asc", "desc", "nanheavy"};
+enum { G_RANDN, G_FLAT, G_FEW, G_BUCKET, G_SPECIAL, G_ASC, G_DESC, G_NANHEAVY, G_NGEN,
+       /* tie classes at the k-th place (sel_take_ties), not in the every-generator sweep */
+       G_PLAT, /* the zero plateau: g_plat_m positive entries at random places, the rest exactly 0 */
+       G_DIST2, /* two values */
+       G_LATE,  /* first half: ~1% positives, the rest -10; second half 0: the ties at the k-th place come last */
+       G_NEG0 }; /* -0 and +0 mixed, a few positives: one key class of both zeros */
+static const char *gen_name[] = {"randn", "flat", "few", "bucket", "special", "asc", "desc", "nanheavy", "-",
+                                 "plateau", "distinct2", "late-ties", "signed-zeros"};
+static int64_t g_plat_m; /* G_PLAT: positives a row (each entry positive with probability m / cols) */
 
 static float gen_value(int g, int64_t i, int64_t cols) {
     switch (g) {
+    case G_PLAT: return (int64_t)(rng_u64() % (uint64_t)cols) < g_plat_m ? 1.0f + (float)(rng_u64() % 1000) : 0.0f;
+    case G_DIST2: return (rng_u64() % 2) ? 1.0f : -1.0f;
+    case G_LATE: return i >= cols / 2 ? 0.0f : (rng_u64() % 100) == 0 ? 1.0f + rng_normal() * 0.1f : -10.0f;
+    case G_NEG0: return (rng_u64() % 1000) == 0 ? 1.0f : ((rng_u64() % 2) ? -0.0f : 0.0f);
     case G_RANDN: return rng_normal();
     case G_FLAT: return 0.5f;
     case G_FEW: return (float)(rng_u64() % 4);
@@ -229,6 +240,39 @@ static void sc(int64_t rows, int64_t cols, int64_t k, int dt, int gen, int range
     run_case(&c);
 }
 
+/* A tie class at the k-th place resolved on the fast tier (candidates above the threshold, then the
+ * lowest-index ties), never on the dense fallback: exact (run_case) and no row fell back. */
+static void sc_ties(int64_t rows, int64_t cols, int64_t k, int dt, int gen, int64_t plat_m, uint32_t flags) {
+    g_plat_m = plat_m;
+    sc(rows, cols, k, dt, gen, 0, 0, 0, flags, 1);
+    CHECK(g_last_stats.fallback_rows == 0, "%s rows=%lld cols=%lld k=%lld m=%lld: %lld rows took the dense fallback",
+          gen_name[gen], (long long)rows, (long long)cols, (long long)k, (long long)plat_m,
+          (long long)g_last_stats.fallback_rows);
+}
+
+static void tie_suite(int small) {
+    if (small) {
+        sc_ties(2, 40000, 100, LTK_DTYPE_F32, G_FLAT, 0, 0);
+        sc_ties(1, 200000, 300, LTK_DTYPE_F32, G_PLAT, 150, 0); /* split row (P > 1) */
+        return;
+    }
+    const int dts[3] = {LTK_DTYPE_F32, LTK_DTYPE_F16, LTK_DTYPE_BF16};
+    const int64_t k = 2048;
+    const int64_t ms[5] = {0, k / 2, k - 1, k, 4 * k};
+    for (int d = 0; d < 3; d++) {
+        for (int i = 0; i < 5; i++) {
+            sc_ties(40, 100000, k, dts[d], G_PLAT, ms[i], 0);                /* one CTA a row */
+            sc_ties(2, 1 << 20, k, dts[d], G_PLAT, ms[i], LTK_FLAG_UNSORTED); /* split rows */
+        }
+        sc_ties(40, 100000, k, dts[d], G_FLAT, 0, 0);
+        sc_ties(2, 1 << 20, k, dts[d], G_FLAT, 0, 0);
+        sc_ties(40, 100000, k, dts[d], G_DIST2, 0, 0);
+        sc_ties(2, 1 << 20, 4096, dts[d], G_FEW, 0, 0);
+        sc_ties(40, 100000, k, dts[d], G_LATE, 0, 0);
+        sc_ties(2, 300000, 500, dts[d], G_NEG0, 0, LTK_FLAG_UNSORTED);
+    }
+}
+
 static int suite(int small) {
     const int dts[3] = {LTK_DTYPE_F32, LTK_DTYPE_F16, LTK_DTYPE_BF16};
     if (small) {
@@ -403,11 +447,16 @@ static void determinism(void) {
     cudaFree(ws);
 }
 
-static void select_small(void) { suite(1); }
+static void select_small(void) {
+    suite(1);
+    tie_suite(1);
+}
 static void select_full(void) { suite(0); }
+static void select_ties(void) { tie_suite(0); }
 static void select_determinism(void) { determinism(); }
 
-static const t_test tests[] = {T_ENTRY(select_small), T_ENTRY(select_full), T_ENTRY(select_determinism)};
+static const t_test tests[] = {T_ENTRY(select_small), T_ENTRY(select_full), T_ENTRY(select_ties),
+                               T_ENTRY(select_determinism)};
 
 int main(int argc, char **argv) {
     if (argc >= 6 && !strcmp(argv[1], "--bench")) return bench(argc, argv);
