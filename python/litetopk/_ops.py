@@ -643,7 +643,9 @@ def decode_topk(q, kv_cache, weights, lens, block_table, topk, *, block_kv=None,
     Notes
     -----
     The CPU and ref backends check every length and table entry (``InvalidArgumentError``). The CUDA
-    backend has no decode kernel yet and raises :class:`UnsupportedError`.
+    backend cannot read them without a synchronisation: it clamps each length to ``max_len`` and
+    treats a table entry outside ``[0, num_blocks)`` as an unmapped block (nothing read from it; its
+    positions score NaN, ranked last; their physical slots are -1). q must be e4m3 there.
     """
     a, ctx, ia, sca = _decode_prepare(q, kv_cache, weights, lens, block_table, topk, block_kv, max_len, physical,
                                       sorted, return_scores, out, backend, algo, dtype, num_threads, stream)

@@ -3,7 +3,9 @@
  * operations live by file: the indexer in indexer.cu (its kernels in indexer-*.cu), the select in
  * select.cu, the kNN in knn.cu (its kernels in knn-*.cu), the decode in decode.cu (on the indexer's
  * pipeline); what they share in cuda-common.cuh. */
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 
 #include <pthread.h>
 #include <stdint.h>
@@ -81,6 +83,52 @@ extern "C" ltk_status ltk_cuda_smem_reserve(const void *fn, size_t bytes) {
     return LTK_OK;
 }
 
+/* The encoder the kernels' hosts call: the driver's cuTensorMapEncodeTiled behind a small cache per
+ * thread of the last maps encoded, keyed by every argument (a map is a function of them alone:
+ * address, shape, strides, box, modes; never of the memory's contents). Why: a decode step encodes
+ * the same three maps every step over the same cache and queries (bench/host_prims.cu gives the
+ * encode's host time next to a launch's). */
+static PFN_cuTensorMapEncodeTiled_v12000 tm_driver = NULL;
+typedef struct tm_key {
+    CUtensorMapDataType dt;
+    cuuint32_t rank;
+    void *base;
+    cuuint64_t dim[5], str[4];
+    cuuint32_t box[5], es[5];
+    int il, sw, l2, oob;
+} tm_key;
+#define TM_CACHED 8
+static thread_local struct {
+    tm_key k[TM_CACHED];
+    CUtensorMap m[TM_CACHED];
+    int n, next;
+} tm_cache;
+
+static CUresult CUDAAPI tm_encode_cached(CUtensorMap *m, CUtensorMapDataType dt, cuuint32_t rank, void *base,
+                                         const cuuint64_t *dim, const cuuint64_t *str, const cuuint32_t *box,
+                                         const cuuint32_t *es, CUtensorMapInterleave il, CUtensorMapSwizzle sw,
+                                         CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+    if (rank < 1 || rank > 5) return tm_driver(m, dt, rank, base, dim, str, box, es, il, sw, l2, oob);
+    tm_key k;
+    memset(&k, 0, sizeof k);
+    k.dt = dt, k.rank = rank, k.base = base, k.il = (int)il, k.sw = (int)sw, k.l2 = (int)l2, k.oob = (int)oob;
+    for (cuuint32_t i = 0; i < rank; i++) k.dim[i] = dim[i], k.box[i] = box[i], k.es[i] = es[i];
+    for (cuuint32_t i = 0; i + 1 < rank; i++) k.str[i] = str[i];
+    for (int i = 0; i < tm_cache.n; i++)
+        if (!memcmp(&tm_cache.k[i], &k, sizeof k)) {
+            *m = tm_cache.m[i];
+            return CUDA_SUCCESS;
+        }
+    CUresult r = tm_driver(m, dt, rank, base, dim, str, box, es, il, sw, l2, oob);
+    if (r == CUDA_SUCCESS) {
+        const int i = tm_cache.next;
+        tm_cache.k[i] = k, tm_cache.m[i] = *m;
+        tm_cache.next = (i + 1) % TM_CACHED;
+        if (tm_cache.n < TM_CACHED) tm_cache.n++;
+    }
+    return r;
+}
+
 extern "C" void *ltk_cuda_tmap_encoder(void) {
     static void *fn = NULL;
     static int tried = 0;
@@ -96,20 +144,29 @@ extern "C" void *ltk_cuda_tmap_encoder(void) {
             (void)cudaGetLastError();
             f = NULL;
         }
-        fn = f;
+        tm_driver = (PFN_cuTensorMapEncodeTiled_v12000)f;
+        fn = f ? (void *)tm_encode_cached : NULL;
         tried = 1;
     }
     return fn;
 }
 
 /* ---- backend table ---------------------------------------------------------------------------- */
+/* Asked once a process (the devices a process sees are fixed when CUDA starts), not on every call:
+ * the front end resolves the backend on each. */
 static int cuda_available(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        (void)cudaGetLastError(); /* no driver or no device: not an error for the caller */
-        return 0;
+    static int known = -1;
+    int v = __atomic_load_n(&known, __ATOMIC_ACQUIRE);
+    if (v < 0) {
+        int n = 0;
+        if (cudaGetDeviceCount(&n) != cudaSuccess) {
+            (void)cudaGetLastError(); /* no driver or no device: not an error for the caller */
+            n = 0;
+        }
+        v = n > 0;
+        __atomic_store_n(&known, v, __ATOMIC_RELEASE);
     }
-    return n > 0;
+    return v;
 }
 
 static void cuda_info(char *buf, size_t cap) {

@@ -53,7 +53,9 @@ typedef struct dec_plan {
     size_t o_ks, o_ke, o_ind, ind_bytes, total;
 } dec_plan;
 
-static ltk_status dec_make(const ltk_decode_args *d, const ltk_exec *e, dec_plan *p) {
+/* sizing: also the indexer's workspace (the size query); a call leaves that check to the indexer's
+ * own plan, so that it plans once. */
+static ltk_status dec_make(const ltk_decode_args *d, const ltk_exec *e, int sizing, dec_plan *p) {
     memset(p, 0, sizeof *p);
     if (d->dtype != LTK_DTYPE_E4M3)
         return ltk_error(LTK_EUNSUPPORTED, "cuda decode: q must be e4m3 (bf16 and f32 queries are for the host backends)");
@@ -88,24 +90,26 @@ static ltk_status dec_make(const ltk_decode_args *d, const ltk_exec *e, dec_plan
     p->o_ke = ltk_al256(4 * (size_t)(T > 0 ? T : 1));
     p->o_ind = 2 * p->o_ke;
     /* planned with ranges present, as the call runs (any non-NULL pointer: the plan reads none) */
-    a->ks = a->ke = d->block_table;
-    ltk_status st = ltk_cuda_indexer_paged_workspace(a, &p->pg, e, &p->ind_bytes);
-    a->ks = a->ke = NULL;
-    LTK_FORWARD_IF(st);
+    if (sizing) {
+        a->ks = a->ke = d->block_table;
+        ltk_status st = ltk_cuda_indexer_paged_workspace(a, &p->pg, e, &p->ind_bytes);
+        a->ks = a->ke = NULL;
+        LTK_FORWARD_IF(st);
+    }
     p->total = p->o_ind + p->ind_bytes + 256;
     return LTK_OK;
 }
 
 extern "C" ltk_status ltk_cuda_decode_workspace(const ltk_decode_args *d, const ltk_exec *e, size_t *bytes) {
     dec_plan p;
-    LTK_FORWARD_IF(dec_make(d, e, &p));
+    LTK_FORWARD_IF(dec_make(d, e, 1, &p));
     *bytes = p.total;
     return LTK_OK;
 }
 
 extern "C" ltk_status ltk_cuda_decode(const ltk_decode_args *d, const ltk_exec *e, void *wsv, size_t ws_bytes) {
     dec_plan p;
-    LTK_FORWARD_IF(dec_make(d, e, &p));
+    LTK_FORWARD_IF(dec_make(d, e, 0, &p)); /* (p.total without the indexer's part, which checks its own) */
     if (ws_bytes < p.total)
         return ltk_error(LTK_EWORKSPACE, "workspace of %zu bytes is smaller than the %zu bytes required", ws_bytes,
                          p.total);

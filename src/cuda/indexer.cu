@@ -738,7 +738,9 @@ extern "C" ltk_status ltk_cuda_indexer_paged(const ltk_indexer_args *a, const lt
     } else {
         LTK_FORWARD_IF(fused(a, &pl, ws, e->stats != NULL, st, &tr));
     }
-    if (pl.skip_short) LTK_FORWARD_IF(ltk_idx_short_rows(a, st));
+    /* (select.cu's short-row path already wrote them when it selected every row) */
+    if (pl.skip_short && !(pl.algo == LTK_ALGO_MATERIALIZE && pl.ext_select && a->S > 0))
+        LTK_FORWARD_IF(ltk_idx_short_rows(a, st));
     if (a->state) {
         LTK_FORWARD_IF(ltk_idx_vote(a, a->state, ws + pl.o_big, pl.big_bytes, st));
         LTK_FORWARD_IF(trace_step(&tr, st, "hot-set vote"));
