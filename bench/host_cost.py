@@ -6,9 +6,11 @@ For each case (decode, kNN, select at the shapes serving runs them) and each pat
   python   the public litetopk call as a user writes it
 each with a workspace passed in (c_ws, python_ws: outputs passed as out= too) and without one
 (c_nows, python_nows: the library's own pool / torch's allocator), it measures
-  enqueue_us  host time of one call while the GPU is held busy (torch.cuda._sleep), so no call waits
-              for the GPU: what the host adds (planning, argument building, launches, allocations,
-              any synchronisation shows as the held time)
+  enqueue_us  host time of one call while the stream is held by a host function (libc usleep through
+              cudaLaunchHostFunc, as `litetopk bench` holds it), so no call waits for the GPU: what
+              the host adds (planning, argument building, launches, allocations; a synchronisation
+              shows as the held time). Without libcudart at hand, behind torch.cuda._sleep instead,
+              which makes each launch several times dearer (a kernel is running)
   alone_ms    CUDA events around one call from an idle GPU, synchronised after each
   b2b_ms      GPU time a call over 20 calls issued back to back
 
@@ -39,10 +41,43 @@ def median(v):
     return v[len(v) // 2]
 
 
+def _hold_fn():
+    """hold(): the current stream waits ~20 ms on the host (cudaLaunchHostFunc(usleep, 20000)); None
+    when no libcudart is found (torch's wheels carry one under nvidia/)."""
+    import glob
+    import site
+    paths = []
+    for d in site.getsitepackages() + [os.path.dirname(torch.__file__)]:
+        paths += glob.glob(os.path.join(d, "nvidia", "*", "lib", "libcudart.so*"))
+        paths += glob.glob(os.path.join(d, "nvidia", "cuda_runtime", "lib", "libcudart.so*"))
+        paths += glob.glob(os.path.join(d, "lib", "libcudart.so*"))
+    for p in paths:
+        try:
+            rt = C.CDLL(p)
+            f = rt.cudaLaunchHostFunc
+        except (OSError, AttributeError):
+            continue
+        f.argtypes = [C.c_void_p, C.c_void_p, C.c_void_p]
+        usleep = C.cast(C.CDLL(None).usleep, C.c_void_p)
+
+        def hold():
+            rc = f(C.c_void_p(torch.cuda.current_stream().cuda_stream), usleep, C.c_void_p(20000))
+            if rc:
+                raise RuntimeError(f"cudaLaunchHostFunc: {rc}")
+        return hold
+    return None
+
+
+HOLD = None
+
+
 def enqueue_us(fn, reps):
     ts = []
     for _ in range(reps):
-        torch.cuda._sleep(50_000_000)  # ~25 ms of GPU spin at ~2 GHz: the call enqueues behind it
+        if HOLD:
+            HOLD()
+        else:
+            torch.cuda._sleep(50_000_000)  # ~25 ms of GPU spin at ~2 GHz: the call enqueues behind it
         t = time.perf_counter()
         fn()
         ts.append((time.perf_counter() - t) * 1e6)
@@ -167,7 +202,10 @@ def main():
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json", default=None)
     ap.add_argument("--trace", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="cProfile of the Python paths' own work (top 12)")
     a = ap.parse_args()
+    global HOLD
+    HOLD = _hold_fn()
     out = open(a.json, "a") if a.json else None
     dev = torch.cuda.get_device_name()
     for name in a.cases.split(","):
@@ -181,10 +219,22 @@ def main():
             rec = dict(op="host", harness="bench/host_cost.py", case=name, shape=what, path=p.split("_")[0],
                        workspace=p.endswith("_ws"), enqueue_us=enqueue_us(fn, a.reps),
                        alone_ms=time_ms(fn, reps=a.reps), b2b_ms=median([b2b_ms(fn) for _ in range(3)]),
+                       hold="host function" if HOLD else "torch.cuda._sleep",
                        device=dev, commit=commit(), date=time.strftime("%Y-%m-%d"), torch=torch.__version__)
             emit_jsonl(rec, out)
             if a.trace:
                 trace(fn, f"{name} {p}")
+            if a.profile and p.startswith("python"):
+                import cProfile
+                import pstats
+                pr = cProfile.Profile()
+                pr.enable()
+                for _ in range(300):
+                    fn()
+                pr.disable()
+                torch.cuda.synchronize()
+                print(f"  profile {name} {p} (300 calls):")
+                pstats.Stats(pr).sort_stats("tottime").print_stats(12)
         del _keep, paths, py_nows, py_ws, c_ws, c_nows
         torch.cuda.empty_cache()
 

@@ -184,7 +184,6 @@ def _run(name, ctx, run_fn, ws_fn, args, rows, workspace, stats):
 def _run_here(name, ctx, run_fn, ws_fn, args, rows, workspace, stats):
     """_run on the tensors' device."""
     e = ctx.exec()
-    keep = None
     if workspace is not None:
         w = wrap(workspace, "workspace")
         if w.device != ctx.device:
@@ -194,17 +193,10 @@ def _run_here(name, ctx, run_fn, ws_fn, args, rows, workspace, stats):
             raise ValueError("workspace must be contiguous")
         e.workspace = w.ptr or None
         e.workspace_bytes = math.prod(w.shape) * w.itemsize if w.ptr else 0
-    elif ctx.is_cuda:
-        # Take the workspace from torch's caching allocator, so that torch (and a serving engine's
-        # memory profile) sees it; the library's own pool would serve as well (no synchronisation).
-        n = ctypes.c_size_t(0)
-        _ffi.check(ws_fn(ctypes.byref(args), ctypes.byref(e), ctypes.byref(n)), "workspace size query")
-        need = int(n.value)
-        if need:
-            with ctx.on_stream():
-                keep = _torch().empty(need, dtype=_torch().uint8, device=ctx.device[1])
-            e.workspace = keep.data_ptr()
-            e.workspace_bytes = need
+    # Without a workspace the C library takes one from its stream-ordered pool on the call's stream
+    # (no synchronisation; LTK_CUDA_POOL_KEEP_MB bounds what it keeps). Why not torch's allocator: the
+    # size query and a torch.empty were ~20 us of the call's host time on the H200's host
+    # (bench/host_cost.py --trace); the pool adds ~1 us in C (`litetopk bench` host_alloc_us).
     c_stats = None
     if stats is not None:
         if not isinstance(stats, Stats):
@@ -212,7 +204,6 @@ def _run_here(name, ctx, run_fn, ws_fn, args, rows, workspace, stats):
         c_stats = stats._prepare(rows)
         e.stats = ctypes.pointer(c_stats)
     status = run_fn(ctypes.byref(args), ctypes.byref(e))
-    del keep  # returned to torch's allocator, stream-ordered: safe while the kernel still runs
     _ffi.check(status, name)
     if stats is not None:
         stats._fill(c_stats)

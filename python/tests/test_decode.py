@@ -107,12 +107,14 @@ def test_decode_errors(rng):
 @pytest.mark.parametrize("next_n,physical", [(1, False), (2, True)])
 def test_decode_cuda_matches_cpu(rng, next_n, physical):
     """The CUDA kernel (torch tensors) against the CPU backend (numpy) bit for bit: grid-valued e4m3
-    inputs make every score exact in float32, so both rank the same values."""
+    inputs and weights on four heads only (a head dot has <= 16 significant bits, four weighted ones
+    <= 23) make every score exact in float32, so both rank the same values in any summation order."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or not litetopk.backend_available("cuda"):
         pytest.skip("no CUDA device")
     B, H, D, k, block_kv, max_blocks = 3, 64, 128, 20, 64, 5
     cache, keys, scales, table, q, w = make_cache(rng, B, next_n, H, D, block_kv, max_blocks)
+    w[:, 4:] = 0.0
     lens = rng.integers(0, max_blocks * block_kv + 1, (B, next_n)).astype(np.int32)
     lens[0, 0] = k - 1
     kw = dict(sorted=True, return_scores=True, dtype="e4m3", physical=physical)
