@@ -4,18 +4,20 @@
  *   1. Sample: 16K keys of the row in 8-entry runs spread over the valid range (one 32-byte sector
  *      each); t = the r-th best sampled key with r ~ 2k * m / n. Only a guess: it is VERIFIED below.
  *   2. Scan: stream the row once (16-byte loads, 4 in flight per thread); entries with key > t go
- *      to a shared-memory candidate buffer (warp-aggregated appends), entries with key == t are
- *      only counted. Few rows: P CTAs split each row; the last CTA to finish (atomic ticket)
- *      gathers the row's candidates from L2.
- *   3. Verify: if the row has >= k entries with key > t (all captured, no overflow), the exact
- *      top-k is among the candidates: radix-select the k largest composites (key, ~index) there.
- *      If fewer than k are above t but with the entries equal to t there are k, the k-th key is t:
- *      the answer is every candidate and the lowest-index k - (above) entries equal to t, found by
- *      one ordered pass that stops as soon as it has them (sel_take_ties: on flat rows, few
- *      distinct values or a zero plateau that is the first block of the row; the tie class is
- *      never stored nor sorted). Otherwise (bad sample, NaN-heavy row, a buffer overflow) the same
- *      CTA redoes the row on the exact dense path (4): slower, never wrong, counted in
- *      ltk_stats.fallback_rows.
+ *      to a shared-memory candidate buffer (warp-aggregated appends), entries with key == t to a
+ *      tie region of cap / 2 positions (the rest of them only counted). A chunk whose ties all fit
+ *      adds them to its candidates. Few rows: P CTAs split each row; the last CTA to finish
+ *      (atomic ticket) gathers the row's candidates from L2.
+ *   3. Verify: if the row has >= k entries with key > t (all captured, no overflow), or the
+ *      candidates hold every entry >= t and there are >= k, the exact top-k is among them:
+ *      radix-select the k largest composites (key, ~index) there. If fewer than k are above t and
+ *      some ties did not fit (a tie class larger than the region: flat rows, few distinct values,
+ *      a zero plateau), the k-th key is t: the answer is every entry above t and the lowest-index
+ *      k - (above) ties, from one ordered pass that stops once it has them (sel_take_ties; the
+ *      class is never stored nor sorted, and a dense class is found in the row's first blocks: at
+ *      64 x 1M, k = 2048 on the H200 all-equal rows took 0.12 ms against 3.09 on the dense path).
+ *      Otherwise (bad sample, NaN-heavy row, a buffer overflow) the same CTA redoes the row on the
+ *      exact dense path (4): slower, never wrong, counted in ltk_stats.fallback_rows.
  *   5. Sort the k composites (bitonic in shared memory) unless LTK_FLAG_UNSORTED; reload the
  *      reported scores from the input so their bits are the input's (-0 stays -0).
  * General tier (k > 4096) and the fallback (4): radix passes over the key bits straight from the
@@ -47,7 +49,7 @@ struct sel_params {
     int P;        /* CTAs per row (fast tier) */
     uint32_t cap; /* candidate capacity of one CTA */
     /* workspace */
-    uint32_t *row_t, *row_cnt, *row_done, *row_ovf, *row_eq;
+    uint32_t *row_t, *row_cnt, *row_done, *row_ovf, *row_eq, *row_gt; /* row_ovf: 1 overflow, 2 ties left out */
     int32_t *st_cand, *st_fb;
     uint32_t *gkey, *grel; /* P > 1: row r's candidates at r * P * cap */
     uint64_t *gsel;        /* general tier, global sort: rows of kp composites */
@@ -177,6 +179,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) sel_sample_kernel(sel_param
         p.row_done[r] = 0;
         p.row_ovf[r] = 0;
         p.row_eq[r] = 0;
+        p.row_gt[r] = 0;
     }
     if (n <= p.k) return;
     uint32_t t = sel_sample_threshold<DT>(sel_row_ptr<DT>(p, r, s), n, p.k, p.cap, buf, SEL_SAMPLE_MAX, sm);
@@ -184,7 +187,8 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) sel_sample_kernel(sel_param
 }
 
 /* ---- scan --------------------------------------------------------------------------------- */
-/* Appends the passing entries of this warp step: one shared atomic per warp. */
+/* Appends the passing entries of this warp step: one shared atomic per warp (ckey NULL: the tie
+ * region, positions only). */
 static __device__ __forceinline__ void sel_append(uint32_t nmine, uint32_t *ckey, uint32_t *crel, uint32_t cap,
                                                   uint32_t *counter, const uint32_t *keys, const uint32_t *rels) {
     const int lane = threadIdx.x & 31;
@@ -199,7 +203,7 @@ static __device__ __forceinline__ void sel_append(uint32_t nmine, uint32_t *ckey
     base = __shfl_sync(LTK_FULL, base, 31) + x - nmine;
     for (uint32_t j = 0; j < nmine; j++)
         if (base + j < cap) {
-            ckey[base + j] = keys[j];
+            if (ckey) ckey[base + j] = keys[j];
             crel[base + j] = rels[j];
         }
 }
@@ -211,13 +215,15 @@ static __device__ __forceinline__ void sel_append1(bool pass, uint32_t key, uint
     sel_append(pass ? 1u : 0u, ckey, crel, cap, counter, &key, &rel);
 }
 
-/* Scans [c0, c1) of a row (positions relative to the row start) and appends entries with
- * key > t (every entry when t = 0) and counts those with key == t in sm->eq. sm->cnt counts every
- * appended entry, also beyond cap (then the caller falls back); a warp stops early once the buffer
- * has overflowed (sm->eq is then short, and unused). */
+/* Scans [c0, c1) of a row (positions relative to the row start): entries with key > t (every entry
+ * when t = 0) go to the candidate buffer, counted by sm->cnt also beyond cap (then the caller falls
+ * back); entries with key == t go to the tie region trel (positions only, the first tcap of them in
+ * arrival order), counted by sm->eq also beyond tcap. A warp stops early once the buffer has
+ * overflowed (sm->eq is then short, and unused). */
 template <int DT>
 static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0, int64_t c1, uint32_t t,
-                                uint32_t *ckey, uint32_t *crel, uint32_t cap, ltk_sel_smem *sm) {
+                                uint32_t *ckey, uint32_t *crel, uint32_t cap, uint32_t *trel, uint32_t tcap,
+                                ltk_sel_smem *sm) {
     typedef typename ltk_dt<DT>::raw raw;
     const int VW = ltk_dt<DT>::VW, U = 4;
     const int64_t len = c1 - c0;
@@ -229,13 +235,12 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
     /* stored: key >= t1 (key > t; every entry when t = 0); counted: key == teq (t, none when t = 0).
      * No key is 0xffffffff (+inf is 0xff800000 as a key, NaN is 0), so t + 1 does not wrap. */
     const uint32_t t1 = t ? t + 1u : 0u, teq = t ? t : 0xffffffffu;
-    uint32_t eq = 0;
     /* head, scalar */
     for (int64_t i0 = 0; i0 < head; i0 += LTK_SEL_NT) {
         int64_t i = i0 + threadIdx.x;
         uint32_t key = i < head ? ltk_dt<DT>::key(e0[i]) : 0u;
-        eq += i < head && key == teq;
         sel_append1(i < head && key >= t1, key, (uint32_t)(c0 + i), ckey, crel, cap, &sm->cnt);
+        sel_append1(i < head && key == teq, key, (uint32_t)(c0 + i), NULL, trel, tcap, &sm->eq);
     }
     const int64_t nv = (len - head) / VW;
     const uint4 *vp = (const uint4 *)(e0 + head);
@@ -251,7 +256,7 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
             if (vi < nv) w[u] = __ldcs(vp + vi);
             else w[u] = make_uint4(0u, 0u, 0u, 0u);
         }
-        uint32_t pm = 0; /* bit u*VW + j: element j of vector u passes */
+        uint32_t pm = 0, pe = 0; /* bit u*VW + j: element j of vector u passes / is a tie */
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int64_t vi = v0 + u * LTK_SEL_NT + threadIdx.x;
@@ -262,11 +267,12 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
                 uint32_t bits = VW == 4 ? ws[j] : (ws[j >> 1] >> ((j & 1) * 16));
                 const uint32_t key = ltk_dt<DT>::key(bits);
                 if (ok && key >= t1) pm |= 1u << (u * VW + j);
-                eq += ok && key == teq;
+                if (ok && key == teq) pe |= 1u << (u * VW + j);
             }
         }
+        uint32_t keys[U * VW], rels[U * VW]; /* (one pair of local arrays for both appends) */
         if (__any_sync(LTK_FULL, pm != 0)) {
-            uint32_t keys[U * VW], rels[U * VW], nm = 0;
+            uint32_t nm = 0;
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 uint32_t ws[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
@@ -282,17 +288,25 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
             }
             sel_append(nm, ckey, crel, cap, &sm->cnt, keys, rels);
         }
+        if (__any_sync(LTK_FULL, pe != 0)) {
+            uint32_t nm = 0;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int64_t vi = v0 + u * LTK_SEL_NT + threadIdx.x;
+#pragma unroll
+                for (int j = 0; j < VW; j++)
+                    if ((pe >> (u * VW + j)) & 1u) rels[nm++] = (uint32_t)(c0 + head + vi * VW + j);
+            }
+            sel_append(nm, NULL, trel, tcap, &sm->eq, NULL, rels);
+        }
     }
     /* tail, scalar */
     for (int64_t i0 = head + nv * VW; i0 < len; i0 += LTK_SEL_NT) {
         int64_t i = i0 + threadIdx.x;
         uint32_t key = i < len ? ltk_dt<DT>::key(e0[i]) : 0u;
-        eq += i < len && key == teq;
         sel_append1(i < len && key >= t1, key, (uint32_t)(c0 + i), ckey, crel, cap, &sm->cnt);
+        sel_append1(i < len && key == teq, key, (uint32_t)(c0 + i), NULL, trel, tcap, &sm->eq);
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) eq += __shfl_xor_sync(LTK_FULL, eq, o);
-    if ((threadIdx.x & 31) == 0 && eq) atomicAdd(&sm->eq, eq);
 }
 
 /* The r lowest-index entries of row [0, n) whose key is t, as composites at dst[0..r): one ordered
@@ -339,13 +353,14 @@ static __device__ void sel_finish_smem(const sel_params &p, int64_t r, int64_t s
 
 /* ---- fast tier ----------------------------------------------------------------------------- */
 template <int DT>
-/* (2 CTAs an SM: the register cap keeps the scan's 2 x 512 threads of loads in flight; without it
- * ptxas gave the 16-bit kernels 127 registers, 1 CTA an SM) */
-static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_params p) {
+/* fp32: 2 CTAs an SM (64 registers, no spill: two CTAs' loads in flight); the 16-bit kernels, whose
+ * scan holds 32 entries a step, spilled ~300 bytes under that cap and take 125 registers instead */
+static __global__ void __launch_bounds__(LTK_SEL_NT, DT == 0 ? 2 : 1) sel_fast_kernel(sel_params p) {
     extern __shared__ __align__(16) unsigned char smraw[];
     ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
     uint64_t *sb = (uint64_t *)(smraw + sizeof(ltk_sel_smem));   /* kp composites */
     uint32_t *ckey = (uint32_t *)(sb + p.kp), *crel = ckey + p.cap; /* cap candidates */
+    uint32_t *trel = crel + p.cap;                                   /* cap / 2 ties (positions) */
     const int64_t r = blockIdx.x;
     const int c = blockIdx.y, P = p.P;
     int64_t s, n;
@@ -366,23 +381,31 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
     __syncthreads();
     int64_t L = ((n + P - 1) / P + 63) & ~(int64_t)63;
     int64_t c0 = (int64_t)c * L, c1 = c0 + L < n ? c0 + L : n;
-    sel_scan<DT>(row, c0, c1, t, ckey, crel, p.cap, sm);
+    const uint32_t tcap = p.cap / 2;
+    sel_scan<DT>(row, c0, c1, t, ckey, crel, p.cap, trel, tcap, sm);
     __syncthreads();
-    uint32_t cnt = sm->cnt;
-    bool ovf = cnt > p.cap;
-    uint32_t have = ovf ? p.cap : cnt;
-    int64_t eq = sm->eq;
+    /* This chunk: gt entries above t (the buffer), eq at t (the first tcap in trel). When every tie
+     * fits beside the candidates they join them (a sparse tie class: the radix select ranks them by
+     * index); else the chunk's candidates are only those above t, and the row is "incomplete". */
+    const uint32_t gt = sm->cnt, eqc = sm->eq;
+    bool ovf = gt > p.cap;
+    const bool merged = !ovf && eqc <= tcap && gt + eqc <= p.cap;
+    if (merged)
+        for (uint32_t j = threadIdx.x; j < eqc; j += LTK_SEL_NT) ckey[gt + j] = t, crel[gt + j] = trel[j];
+    uint32_t have = ovf ? p.cap : (merged ? gt + eqc : gt);
+    bool inc = !merged && eqc > 0;
     __syncthreads();
 
-    int64_t total = cnt;
+    int64_t total = have, G = gt, E = eqc;
     bool use_glob = false;
     if (P > 1) {
         /* Publish this chunk's candidates; the last CTA of the row finishes it. */
         uint32_t *gk = p.gkey + (size_t)r * P * p.cap, *gr = p.grel + (size_t)r * P * p.cap;
         if (threadIdx.x == 0) {
             sm->digit = atomicAdd(&p.row_cnt[r], have);
-            if (ovf) atomicExch(&p.row_ovf[r], 1u);
-            if (eq) atomicAdd(&p.row_eq[r], (uint32_t)eq);
+            if (ovf || inc) atomicOr(&p.row_ovf[r], (ovf ? 1u : 0u) | (inc ? 2u : 0u));
+            if (eqc) atomicAdd(&p.row_eq[r], eqc);
+            atomicAdd(&p.row_gt[r], gt);
         }
         __syncthreads();
         uint32_t base = sm->digit;
@@ -397,24 +420,31 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
         if (!sm->last) return;
         __threadfence();
         total = *(volatile uint32_t *)&p.row_cnt[r];
-        ovf = *(volatile uint32_t *)&p.row_ovf[r] != 0;
-        eq = *(volatile uint32_t *)&p.row_eq[r];
+        const uint32_t fl = *(volatile uint32_t *)&p.row_ovf[r];
+        ovf = (fl & 1u) != 0;
+        inc = (fl & 2u) != 0;
+        E = *(volatile uint32_t *)&p.row_eq[r];
+        G = *(volatile uint32_t *)&p.row_gt[r];
         use_glob = true;
     }
-    /* the k-th key is t: every candidate (all above t) and the lowest-index ties */
-    const bool ties = !ovf && total < p.k && total + eq >= p.k;
-    bool fallback = ovf || (total < p.k && !ties);
+    const uint32_t *gk = use_glob ? p.gkey + (size_t)r * P * p.cap : ckey;
+    const uint32_t *gr = use_glob ? p.grel + (size_t)r * P * p.cap : crel;
+    /* The k-th key is t and some ties are not among the candidates: the answer is every entry above
+     * t and the lowest-index k - G ties, from the ordered pass (a dense tie class: found early). */
+    const bool ties = !ovf && G < p.k && G + E >= p.k && inc;
+    bool fallback = ovf || G + E < p.k;
     uint32_t got;
     if (ties) {
-        const uint32_t *gk = use_glob ? p.gkey + (size_t)r * P * p.cap : ckey;
-        const uint32_t *gr = use_glob ? p.grel + (size_t)r * P * p.cap : crel;
-        for (uint32_t j = threadIdx.x; j < (uint32_t)total; j += LTK_SEL_NT) sb[j] = ltk_comp(gk[j], gr[j]);
-        sel_take_ties<DT>(row, n, t, p.k - (uint32_t)total, sb + total, sm);
+        if (threadIdx.x == 0) sm->kk = 0;
+        __syncthreads();
+        for (uint32_t j = threadIdx.x; j < (uint32_t)total; j += LTK_SEL_NT)
+            if (gk[j] != t) sb[atomicAdd(&sm->kk, 1u)] = ltk_comp(gk[j], gr[j]); /* (candidates are >= t) */
+        sel_take_ties<DT>(row, n, t, p.k - (uint32_t)G, sb + G, sm);
         __syncthreads();
         got = p.k;
     } else if (!fallback) {
         if (use_glob) {
-            ltk_src_cand_glob src = {p.gkey + (size_t)r * P * p.cap, p.grel + (size_t)r * P * p.cap, total};
+            ltk_src_cand_glob src = {gk, gr, total};
             ltk_radix_select<ltk_src_cand_glob, true>(src, p.k, 32 + ltk_dt<DT>::KB, 0, sm);
             got = ltk_gather(src, sm->prefix, sm->mask, sb, p.kp, sm);
         } else {
@@ -486,7 +516,7 @@ typedef struct sel_plan {
     int smem_sort;
     size_t cub_bytes;
     /* workspace layout (byte offsets) */
-    size_t o_rowt, o_cnt, o_done, o_ovf, o_eq, o_stc, o_stf, o_gkey, o_grel, o_gsel, o_gsel2, o_off, o_cub, total;
+    size_t o_rowt, o_cnt, o_done, o_ovf, o_eq, o_gt, o_stc, o_stf, o_gkey, o_grel, o_gsel, o_gsel2, o_off, o_cub, total;
 } sel_plan;
 
 template <int DT>
@@ -509,10 +539,11 @@ static ltk_status sel_make_plan(const ltk_select_args *a, sel_plan *pl) {
     pl->fast = a->k <= SEL_FAST_KMAX;
     if (pl->fast) {
         pl->cap = (uint32_t)(4 * a->k > 8192 ? 4 * a->k : 8192);
-        pl->smem = base + (size_t)kp * 8 + (size_t)pl->cap * 8;
+        /* candidates (key, position) and the tie region (cap / 2 positions) */
+        pl->smem = base + (size_t)kp * 8 + (size_t)pl->cap * 10;
         if ((int)pl->smem > smem_optin) { /* small-smem GPUs: shrink the buffer (more fallbacks, still exact) */
-            pl->cap = (uint32_t)(((size_t)smem_optin - base - (size_t)kp * 8) / 8) & ~255u;
-            pl->smem = base + (size_t)kp * 8 + (size_t)pl->cap * 8;
+            pl->cap = (uint32_t)(((size_t)smem_optin - base - (size_t)kp * 8) / 10) & ~255u;
+            pl->smem = base + (size_t)kp * 8 + (size_t)pl->cap * 10;
         }
         int per_sm = (int)(((size_t)smem_optin + 1024) / (pl->smem + 1024));
         if (per_sm < 1) per_sm = 1;
@@ -546,6 +577,7 @@ static ltk_status sel_make_plan(const ltk_select_args *a, sel_plan *pl) {
     pl->o_done = o; o = ltk_al256(o + (size_t)R * 4);
     pl->o_ovf = o; o = ltk_al256(o + (size_t)R * 4);
     pl->o_eq = o; o = ltk_al256(o + (size_t)R * 4);
+    pl->o_gt = o; o = ltk_al256(o + (size_t)R * 4);
     pl->o_stc = o; o = ltk_al256(o + (size_t)R * 4);
     pl->o_stf = o; o = ltk_al256(o + (size_t)R * 4);
     size_t gc = pl->fast && pl->P > 1 ? (size_t)R * pl->P * pl->cap * 4 : 0;
@@ -645,6 +677,7 @@ extern "C" ltk_status ltk_cuda_select(const ltk_select_args *a, const ltk_exec *
     p.row_done = (uint32_t *)(w + pl.o_done);
     p.row_ovf = (uint32_t *)(w + pl.o_ovf);
     p.row_eq = (uint32_t *)(w + pl.o_eq);
+    p.row_gt = (uint32_t *)(w + pl.o_gt);
     p.st_cand = (int32_t *)(w + pl.o_stc);
     p.st_fb = (int32_t *)(w + pl.o_stf);
     p.gkey = (uint32_t *)(w + pl.o_gkey);

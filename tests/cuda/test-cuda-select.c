@@ -26,9 +26,10 @@ enum { G_RANDN, G_FLAT, G_FEW, G_BUCKET, G_SPECIAL, G_ASC, G_DESC, G_NANHEAVY, G
        G_PLAT, /* the zero plateau: g_plat_m positive entries at random places, the rest exactly 0 */
        G_DIST2, /* two values */
        G_LATE,  /* first half: ~1% positives, the rest -10; second half 0: the ties at the k-th place come last */
-       G_NEG0 }; /* -0 and +0 mixed, a few positives: one key class of both zeros */
+       G_NEG0,   /* -0 and +0 mixed, a few positives: one key class of both zeros */
+       G_QUARTER }; /* randn rounded down to quarters: a small tie class at the k-th place */
 static const char *gen_name[] = {"randn", "flat", "few", "bucket", "special", "asc", "desc", "nanheavy", "-",
-                                 "plateau", "distinct2", "late-ties", "signed-zeros"};
+                                 "plateau", "distinct2", "late-ties", "signed-zeros", "quarters"};
 static int64_t g_plat_m; /* G_PLAT: positives a row (each entry positive with probability m / cols) */
 
 static float gen_value(int g, int64_t i, int64_t cols) {
@@ -36,6 +37,7 @@ static float gen_value(int g, int64_t i, int64_t cols) {
     case G_PLAT: return (int64_t)(rng_u64() % (uint64_t)cols) < g_plat_m ? 1.0f + (float)(rng_u64() % 1000) : 0.0f;
     case G_DIST2: return (rng_u64() % 2) ? 1.0f : -1.0f;
     case G_LATE: return i >= cols / 2 ? 0.0f : (rng_u64() % 100) == 0 ? 1.0f + rng_normal() * 0.1f : -10.0f;
+    case G_QUARTER: return floorf(rng_normal() * 4.0f) * 0.25f;
     case G_NEG0: return (rng_u64() % 1000) == 0 ? 1.0f : ((rng_u64() % 2) ? -0.0f : 0.0f);
     case G_RANDN: return rng_normal();
     case G_FLAT: return 0.5f;
@@ -270,6 +272,8 @@ static void tie_suite(int small) {
         sc_ties(2, 1 << 20, 4096, dts[d], G_FEW, 0, 0);
         sc_ties(40, 100000, k, dts[d], G_LATE, 0, 0);
         sc_ties(2, 300000, 500, dts[d], G_NEG0, 0, LTK_FLAG_UNSORTED);
+        sc_ties(40, 200000, k, dts[d], G_QUARTER, 0, 0); /* sparse tie classes: they fit the tie region */
+        sc_ties(2, 1 << 20, k, dts[d], G_QUARTER, 0, 0);
     }
 }
 
