@@ -217,9 +217,11 @@ static __device__ __forceinline__ void sel_append1(bool pass, uint32_t key, uint
 
 /* Scans [c0, c1) of a row (positions relative to the row start): entries with key > t (every entry
  * when t = 0) go to the candidate buffer, counted by sm->cnt also beyond cap (then the caller falls
- * back); entries with key == t go to the tie region trel (positions only, the first tcap of them in
- * arrival order), counted by sm->eq also beyond tcap. A warp stops early once the buffer has
- * overflowed (sm->eq is then short, and unused). */
+ * back); entries with key == t go to the tie region trel (positions only, about the first tcap of
+ * them in arrival order) until it is full, then are only counted: sm->eq counts them all at the
+ * end. Why: appending every tie of a flat row made the scan instruction-bound (64 x 1M all equal:
+ * 0.19 ms, against 0.12 counting). A warp stops early once the buffer has overflowed (sm->eq is
+ * then short, and unused). */
 template <int DT>
 static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0, int64_t c1, uint32_t t,
                                 uint32_t *ckey, uint32_t *crel, uint32_t cap, uint32_t *trel, uint32_t tcap,
@@ -235,6 +237,7 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
     /* stored: key >= t1 (key > t; every entry when t = 0); counted: key == teq (t, none when t = 0).
      * No key is 0xffffffff (+inf is 0xff800000 as a key, NaN is 0), so t + 1 does not wrap. */
     const uint32_t t1 = t ? t + 1u : 0u, teq = t ? t : 0xffffffffu;
+    uint32_t eq = 0; /* ties this thread counted and did not append */
     /* head, scalar */
     for (int64_t i0 = 0; i0 < head; i0 += LTK_SEL_NT) {
         int64_t i = i0 + threadIdx.x;
@@ -246,9 +249,11 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
     const uint4 *vp = (const uint4 *)(e0 + head);
     const int64_t step = (int64_t)LTK_SEL_NT * U;
     for (int64_t v0 = 0; v0 < nv; v0 += step) {
-        uint32_t seen = 0;
-        if ((threadIdx.x & 31) == 0) seen = *(volatile uint32_t *)&sm->cnt;
+        uint32_t seen = 0, tseen = 0;
+        if ((threadIdx.x & 31) == 0) seen = *(volatile uint32_t *)&sm->cnt, tseen = *(volatile uint32_t *)&sm->eq;
         if (__shfl_sync(LTK_FULL, seen, 0) > cap) break; /* warp-uniform: the buffer overflowed, row falls back */
+        const bool troom = __shfl_sync(LTK_FULL, tseen, 0) < tcap; /* warp-uniform */
+        const uint32_t eq0 = eq;
         uint4 w[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -256,7 +261,7 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
             if (vi < nv) w[u] = __ldcs(vp + vi);
             else w[u] = make_uint4(0u, 0u, 0u, 0u);
         }
-        uint32_t pm = 0, pe = 0; /* bit u*VW + j: element j of vector u passes / is a tie */
+        uint32_t pm = 0; /* bit u*VW + j: element j of vector u passes */
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int64_t vi = v0 + u * LTK_SEL_NT + threadIdx.x;
@@ -267,7 +272,7 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
                 uint32_t bits = VW == 4 ? ws[j] : (ws[j >> 1] >> ((j & 1) * 16));
                 const uint32_t key = ltk_dt<DT>::key(bits);
                 if (ok && key >= t1) pm |= 1u << (u * VW + j);
-                if (ok && key == teq) pe |= 1u << (u * VW + j);
+                eq += ok && key == teq;
             }
         }
         uint32_t keys[U * VW], rels[U * VW]; /* (one pair of local arrays for both appends) */
@@ -288,15 +293,19 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
             }
             sel_append(nm, ckey, crel, cap, &sm->cnt, keys, rels);
         }
-        if (__any_sync(LTK_FULL, pe != 0)) {
+        if (troom && __any_sync(LTK_FULL, eq != eq0)) { /* (rare on rows without a large tie class) */
             uint32_t nm = 0;
 #pragma unroll
             for (int u = 0; u < U; u++) {
+                uint32_t ws[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
                 int64_t vi = v0 + u * LTK_SEL_NT + threadIdx.x;
 #pragma unroll
-                for (int j = 0; j < VW; j++)
-                    if ((pe >> (u * VW + j)) & 1u) rels[nm++] = (uint32_t)(c0 + head + vi * VW + j);
+                for (int j = 0; j < VW; j++) {
+                    uint32_t bits = VW == 4 ? ws[j] : (ws[j >> 1] >> ((j & 1) * 16));
+                    if (vi < nv && ltk_dt<DT>::key(bits) == teq) rels[nm++] = (uint32_t)(c0 + head + vi * VW + j);
+                }
             }
+            eq = eq0; /* appended ones are counted by sm->eq */
             sel_append(nm, NULL, trel, tcap, &sm->eq, NULL, rels);
         }
     }
@@ -307,6 +316,9 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
         sel_append1(i < len && key >= t1, key, (uint32_t)(c0 + i), ckey, crel, cap, &sm->cnt);
         sel_append1(i < len && key == teq, key, (uint32_t)(c0 + i), NULL, trel, tcap, &sm->eq);
     }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) eq += __shfl_xor_sync(LTK_FULL, eq, o);
+    if ((threadIdx.x & 31) == 0 && eq) atomicAdd(&sm->eq, eq);
 }
 
 /* The r lowest-index entries of row [0, n) whose key is t, as composites at dst[0..r): one ordered
@@ -353,9 +365,12 @@ static __device__ void sel_finish_smem(const sel_params &p, int64_t r, int64_t s
 
 /* ---- fast tier ----------------------------------------------------------------------------- */
 template <int DT>
-/* fp32: 2 CTAs an SM (64 registers, no spill: two CTAs' loads in flight); the 16-bit kernels, whose
- * scan holds 32 entries a step, spilled ~300 bytes under that cap and take 125 registers instead */
-static __global__ void __launch_bounds__(LTK_SEL_NT, DT == 0 ? 2 : 1) sel_fast_kernel(sel_params p) {
+/* fp32: 2 CTAs an SM (64 registers, no spill: two CTAs' loads in flight). The 16-bit kernels, whose
+ * scan holds 32 entries a step, spill 84 bytes under that cap (105 registers without it: 1 CTA). */
+#ifndef LTK_SEL16_MINB
+#define LTK_SEL16_MINB 2
+#endif
+static __global__ void __launch_bounds__(LTK_SEL_NT, DT == 0 ? 2 : LTK_SEL16_MINB) sel_fast_kernel(sel_params p) {
     extern __shared__ __align__(16) unsigned char smraw[];
     ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
     uint64_t *sb = (uint64_t *)(smraw + sizeof(ltk_sel_smem));   /* kp composites */
