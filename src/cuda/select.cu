@@ -187,8 +187,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) sel_sample_kernel(sel_param
 }
 
 /* ---- scan --------------------------------------------------------------------------------- */
-/* Appends the passing entries of this warp step: one shared atomic per warp (ckey NULL: the tie
- * region, positions only). */
+/* Appends the passing entries of this warp step: one shared atomic per warp. */
 static __device__ __forceinline__ void sel_append(uint32_t nmine, uint32_t *ckey, uint32_t *crel, uint32_t cap,
                                                   uint32_t *counter, const uint32_t *keys, const uint32_t *rels) {
     const int lane = threadIdx.x & 31;
@@ -203,7 +202,7 @@ static __device__ __forceinline__ void sel_append(uint32_t nmine, uint32_t *ckey
     base = __shfl_sync(LTK_FULL, base, 31) + x - nmine;
     for (uint32_t j = 0; j < nmine; j++)
         if (base + j < cap) {
-            if (ckey) ckey[base + j] = keys[j];
+            ckey[base + j] = keys[j];
             crel[base + j] = rels[j];
         }
 }
@@ -215,17 +214,15 @@ static __device__ __forceinline__ void sel_append1(bool pass, uint32_t key, uint
     sel_append(pass ? 1u : 0u, ckey, crel, cap, counter, &key, &rel);
 }
 
-/* Scans [c0, c1) of a row (positions relative to the row start): entries with key > t (every entry
- * when t = 0) go to the candidate buffer, counted by sm->cnt also beyond cap (then the caller falls
- * back); entries with key == t go to the tie region trel (positions only, about the first tcap of
- * them in arrival order) until it is full, then are only counted: sm->eq counts them all at the
- * end. Why: appending every tie of a flat row made the scan instruction-bound (64 x 1M all equal:
- * 0.19 ms, against 0.12 counting). A warp stops early once the buffer has overflowed (sm->eq is
- * then short, and unused). */
-template <int DT>
+/* Scans [c0, c1) of a row (positions relative to the row start) and appends entries with key >= t
+ * (TIES = 0), or with key > t while counting those equal to t in sm->eq (TIES = 1: the rescan of a
+ * chunk that overflowed, with t > 0). sm->cnt counts every appended entry, also beyond cap; a warp
+ * stops early once the buffer has overflowed. Why two modes: the tie test costs normal rows ~10%
+ * in this loop (8192 x 1M on the H200: 13.1 ms against 11.9), and only a chunk whose ties
+ * overflowed the buffer needs it. */
+template <int DT, int TIES>
 static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0, int64_t c1, uint32_t t,
-                                uint32_t *ckey, uint32_t *crel, uint32_t cap, uint32_t *trel, uint32_t tcap,
-                                ltk_sel_smem *sm) {
+                                uint32_t *ckey, uint32_t *crel, uint32_t cap, ltk_sel_smem *sm) {
     typedef typename ltk_dt<DT>::raw raw;
     const int VW = ltk_dt<DT>::VW, U = 4;
     const int64_t len = c1 - c0;
@@ -234,26 +231,24 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
     int64_t head = (int64_t)((16u - ((uintptr_t)e0 & 15u)) & 15u) / (int64_t)sizeof(raw);
     if (((uintptr_t)e0 & (sizeof(raw) - 1)) != 0) head = len; /* misaligned element pointer: scalar */
     if (head > len) head = len;
-    /* stored: key >= t1 (key > t; every entry when t = 0); counted: key == teq (t, none when t = 0).
-     * No key is 0xffffffff (+inf is 0xff800000 as a key, NaN is 0), so t + 1 does not wrap. */
-    const uint32_t t1 = t ? t + 1u : 0u, teq = t ? t : 0xffffffffu;
-    uint32_t eq = 0; /* ties this thread counted and did not append */
+    /* stored: key >= t1; counted: key == t (TIES). No key is 0xffffffff (+inf is 0xff800000 as a
+     * key, NaN is 0), so t + 1 does not wrap. */
+    const uint32_t t1 = TIES ? t + 1u : t;
+    uint32_t eq = 0;
     /* head, scalar */
     for (int64_t i0 = 0; i0 < head; i0 += LTK_SEL_NT) {
         int64_t i = i0 + threadIdx.x;
         uint32_t key = i < head ? ltk_dt<DT>::key(e0[i]) : 0u;
+        if (TIES) eq += i < head && key == t;
         sel_append1(i < head && key >= t1, key, (uint32_t)(c0 + i), ckey, crel, cap, &sm->cnt);
-        sel_append1(i < head && key == teq, key, (uint32_t)(c0 + i), NULL, trel, tcap, &sm->eq);
     }
     const int64_t nv = (len - head) / VW;
     const uint4 *vp = (const uint4 *)(e0 + head);
     const int64_t step = (int64_t)LTK_SEL_NT * U;
     for (int64_t v0 = 0; v0 < nv; v0 += step) {
-        uint32_t seen = 0, tseen = 0;
-        if ((threadIdx.x & 31) == 0) seen = *(volatile uint32_t *)&sm->cnt, tseen = *(volatile uint32_t *)&sm->eq;
-        if (__shfl_sync(LTK_FULL, seen, 0) > cap) break; /* warp-uniform: the buffer overflowed, row falls back */
-        const bool troom = __shfl_sync(LTK_FULL, tseen, 0) < tcap; /* warp-uniform */
-        const uint32_t eq0 = eq;
+        uint32_t seen = 0;
+        if ((threadIdx.x & 31) == 0) seen = *(volatile uint32_t *)&sm->cnt;
+        if (__shfl_sync(LTK_FULL, seen, 0) > cap) break; /* warp-uniform: the buffer overflowed */
         uint4 w[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -272,12 +267,11 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
                 uint32_t bits = VW == 4 ? ws[j] : (ws[j >> 1] >> ((j & 1) * 16));
                 const uint32_t key = ltk_dt<DT>::key(bits);
                 if (ok && key >= t1) pm |= 1u << (u * VW + j);
-                eq += ok && key == teq;
+                if (TIES) eq += ok && key == t;
             }
         }
-        uint32_t keys[U * VW], rels[U * VW]; /* (one pair of local arrays for both appends) */
         if (__any_sync(LTK_FULL, pm != 0)) {
-            uint32_t nm = 0;
+            uint32_t keys[U * VW], rels[U * VW], nm = 0;
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 uint32_t ws[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
@@ -293,32 +287,28 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
             }
             sel_append(nm, ckey, crel, cap, &sm->cnt, keys, rels);
         }
-        if (troom && __any_sync(LTK_FULL, eq != eq0)) { /* (rare on rows without a large tie class) */
-            uint32_t nm = 0;
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                uint32_t ws[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
-                int64_t vi = v0 + u * LTK_SEL_NT + threadIdx.x;
-#pragma unroll
-                for (int j = 0; j < VW; j++) {
-                    uint32_t bits = VW == 4 ? ws[j] : (ws[j >> 1] >> ((j & 1) * 16));
-                    if (vi < nv && ltk_dt<DT>::key(bits) == teq) rels[nm++] = (uint32_t)(c0 + head + vi * VW + j);
-                }
-            }
-            eq = eq0; /* appended ones are counted by sm->eq */
-            sel_append(nm, NULL, trel, tcap, &sm->eq, NULL, rels);
-        }
     }
     /* tail, scalar */
     for (int64_t i0 = head + nv * VW; i0 < len; i0 += LTK_SEL_NT) {
         int64_t i = i0 + threadIdx.x;
         uint32_t key = i < len ? ltk_dt<DT>::key(e0[i]) : 0u;
+        if (TIES) eq += i < len && key == t;
         sel_append1(i < len && key >= t1, key, (uint32_t)(c0 + i), ckey, crel, cap, &sm->cnt);
-        sel_append1(i < len && key == teq, key, (uint32_t)(c0 + i), NULL, trel, tcap, &sm->eq);
     }
+    if (TIES) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) eq += __shfl_xor_sync(LTK_FULL, eq, o);
-    if ((threadIdx.x & 31) == 0 && eq) atomicAdd(&sm->eq, eq);
+        for (int o = 16; o > 0; o >>= 1) eq += __shfl_xor_sync(LTK_FULL, eq, o);
+        if ((threadIdx.x & 31) == 0 && eq) atomicAdd(&sm->eq, eq);
+    }
+}
+
+/* The rescan of an overflowed chunk, out of line: its tie counting must not raise the register
+ * pressure of the main scan, which every row runs. */
+template <int DT>
+static __device__ __noinline__ void sel_rescan_ties(const typename ltk_dt<DT>::raw *row, int64_t c0, int64_t c1,
+                                                    uint32_t t, uint32_t *ckey, uint32_t *crel, uint32_t cap,
+                                                    ltk_sel_smem *sm) {
+    sel_scan<DT, 1>(row, c0, c1, t, ckey, crel, cap, sm);
 }
 
 /* The r lowest-index entries of row [0, n) whose key is t, as composites at dst[0..r): one ordered
@@ -365,17 +355,13 @@ static __device__ void sel_finish_smem(const sel_params &p, int64_t r, int64_t s
 
 /* ---- fast tier ----------------------------------------------------------------------------- */
 template <int DT>
-/* fp32: 2 CTAs an SM (64 registers, no spill: two CTAs' loads in flight). The 16-bit kernels, whose
- * scan holds 32 entries a step, spill 84 bytes under that cap (105 registers without it: 1 CTA). */
-#ifndef LTK_SEL16_MINB
-#define LTK_SEL16_MINB 2
-#endif
-static __global__ void __launch_bounds__(LTK_SEL_NT, DT == 0 ? 2 : LTK_SEL16_MINB) sel_fast_kernel(sel_params p) {
+/* 2 CTAs an SM (64 registers). The 16-bit kernels spill a little under that cap; without it they
+ * took 105 registers (1 CTA an SM) and ran no faster (bf16 64 x 1M: 0.170 ms either way). */
+static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_params p) {
     extern __shared__ __align__(16) unsigned char smraw[];
     ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
     uint64_t *sb = (uint64_t *)(smraw + sizeof(ltk_sel_smem));   /* kp composites */
     uint32_t *ckey = (uint32_t *)(sb + p.kp), *crel = ckey + p.cap; /* cap candidates */
-    uint32_t *trel = crel + p.cap;                                   /* cap / 2 ties (positions) */
     const int64_t r = blockIdx.x;
     const int c = blockIdx.y, P = p.P;
     int64_t s, n;
@@ -396,19 +382,36 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, DT == 0 ? 2 : LTK_SEL16_MIN
     __syncthreads();
     int64_t L = ((n + P - 1) / P + 63) & ~(int64_t)63;
     int64_t c0 = (int64_t)c * L, c1 = c0 + L < n ? c0 + L : n;
-    const uint32_t tcap = p.cap / 2;
-    sel_scan<DT>(row, c0, c1, t, ckey, crel, p.cap, trel, tcap, sm);
+    sel_scan<DT, 0>(row, c0, c1, t, ckey, crel, p.cap, sm);
     __syncthreads();
-    /* This chunk: gt entries above t (the buffer), eq at t (the first tcap in trel). When every tie
-     * fits beside the candidates they join them (a sparse tie class: the radix select ranks them by
-     * index); else the chunk's candidates are only those above t, and the row is "incomplete". */
-    const uint32_t gt = sm->cnt, eqc = sm->eq;
-    bool ovf = gt > p.cap;
-    const bool merged = !ovf && eqc <= tcap && gt + eqc <= p.cap;
-    if (merged)
-        for (uint32_t j = threadIdx.x; j < eqc; j += LTK_SEL_NT) ckey[gt + j] = t, crel[gt + j] = trel[j];
-    uint32_t have = ovf ? p.cap : (merged ? gt + eqc : gt);
-    bool inc = !merged && eqc > 0;
+    /* This chunk: gt entries above t and eqc at t. When the buffer held every entry >= t they are
+     * counted there; when it overflowed and t > 0, the chunk is rescanned for the entries above t
+     * only, its ties counted (a large tie class: flat rows, few values, a zero plateau), and the
+     * row is "incomplete": some ties are not among its candidates. */
+    uint32_t cnt = sm->cnt, gt, eqc;
+    bool ovf = cnt > p.cap, inc = false;
+    if (!ovf) {
+        uint32_t g = 0, q = 0;
+        for (uint32_t j = threadIdx.x; j < cnt; j += LTK_SEL_NT) g += ckey[j] > t, q += ckey[j] == t;
+        uint32_t tot;
+        (void)ltk_block_scan(g, sm->warp, &tot);
+        gt = tot;
+        (void)ltk_block_scan(q, sm->warp, &tot);
+        eqc = tot;
+    } else if (t) {
+        __syncthreads();
+        if (threadIdx.x == 0) sm->cnt = 0, sm->eq = 0;
+        __syncthreads();
+        sel_rescan_ties<DT>(row, c0, c1, t, ckey, crel, p.cap, sm);
+        __syncthreads();
+        cnt = gt = sm->cnt;
+        eqc = sm->eq;
+        ovf = cnt > p.cap;
+        inc = eqc > 0;
+    } else {
+        gt = cnt, eqc = 0;
+    }
+    uint32_t have = ovf ? p.cap : cnt;
     __syncthreads();
 
     int64_t total = have, G = gt, E = eqc;
@@ -554,11 +557,10 @@ static ltk_status sel_make_plan(const ltk_select_args *a, sel_plan *pl) {
     pl->fast = a->k <= SEL_FAST_KMAX;
     if (pl->fast) {
         pl->cap = (uint32_t)(4 * a->k > 8192 ? 4 * a->k : 8192);
-        /* candidates (key, position) and the tie region (cap / 2 positions) */
-        pl->smem = base + (size_t)kp * 8 + (size_t)pl->cap * 10;
+        pl->smem = base + (size_t)kp * 8 + (size_t)pl->cap * 8;
         if ((int)pl->smem > smem_optin) { /* small-smem GPUs: shrink the buffer (more fallbacks, still exact) */
-            pl->cap = (uint32_t)(((size_t)smem_optin - base - (size_t)kp * 8) / 10) & ~255u;
-            pl->smem = base + (size_t)kp * 8 + (size_t)pl->cap * 10;
+            pl->cap = (uint32_t)(((size_t)smem_optin - base - (size_t)kp * 8) / 8) & ~255u;
+            pl->smem = base + (size_t)kp * 8 + (size_t)pl->cap * 8;
         }
         int per_sm = (int)(((size_t)smem_optin + 1024) / (pl->smem + 1024));
         if (per_sm < 1) per_sm = 1;
