@@ -171,6 +171,38 @@ def select_h200():
             + table(["rows x cols, k, dtype, rows' values", "litetopk select", "torch.topk", "litetopk vs torch"], rows))
 
 
+def select_dist_h200():
+    """The distribution suite of `litetopk bench select --dist` (fp32, k = 2048): the newest commit's
+    run and, where the same day's records hold it, the commit it was measured against."""
+    mine = [r for r in load("h200", "select") if r.get("harness") == "litetopk bench select"
+            and r.get("dtype") in ("f32", "float32") and r.get("k") == 2048]
+    if not mine:
+        return None
+    day = max(r["date"] for r in mine)
+    today = [r for r in mine if r["date"] == day]
+    first = {}  # a commit's first line that day: the code measured first is the older one
+    for r in today:
+        first[r["commit"]] = min(first.get(r["commit"], "~"), r.get("timestamp", ""))
+    newest = max(first, key=first.get)
+    run = [r for r in today if r["commit"] == newest]
+    base = {(r["rows"], r["dist"]): r for r in today if r["commit"] != newest}
+    ours = {(r["rows"], r["dist"]): r for r in run}
+    before = sorted({r["commit"] for r in today if r["commit"] != newest})
+    rows = []
+    dists = [d for d in dict.fromkeys(r["dist"] for r in run)]
+    for d in dists:
+        row = [d]
+        for R in (64, 8192):
+            o, n, b = ours.get((R, d)), ours.get((R, "normal")), base.get((R, d))
+            row += [ms(o["median_ms"]) if o else "", f"{o['median_ms'] / n['median_ms']:.2f}x" if o and n else "",
+                    ms(b["median_ms"]) if b else ""]
+        rows.append(row)
+    bc = ", ".join(f"`{c}`" for c in before) or "-"
+    return ("Select over every distribution of the suite (`tools/gen.c`; fp32 rows of 1,048,576, k = 2048, sorted), "
+            + provenance(run, "bench/results/h200/select.jsonl") + f"; 'before': commit {bc} in the same session\n\n"
+            + table(["rows' values", "64 rows", "x normal", "before", "8192 rows", "x normal", "before"], rows))
+
+
 def decode_h200():
     recs = load("h200", "decode")
     grid = [r for r in recs if r.get("H") == 64 and "order A/B" not in r.get("note", "")]
@@ -252,6 +284,7 @@ def cpu():
 
 
 TABLES = {"dsa-h200": dsa_h200, "prefill-h200": prefill_h200, "knn-h200": knn_h200, "select-h200": select_h200,
+          "select-dist-h200": select_dist_h200,
           "decode-h200": decode_h200,
           "cpu": cpu}
 
