@@ -106,14 +106,23 @@ def test_decode_errors(rng):
 
 @pytest.mark.parametrize("next_n,physical", [(1, False), (2, True)])
 def test_decode_cuda_matches_cpu(rng, next_n, physical):
-    """The CUDA kernel (torch tensors) against the CPU backend (numpy) bit for bit: grid-valued e4m3
-    inputs and weights on four heads only (a head dot has <= 16 significant bits, four weighted ones
-    <= 23) make every score exact in float32, so both rank the same values in any summation order."""
+    """The CUDA kernel (torch tensors) against the CPU backend (numpy) bit for bit. The scores must be
+    exact on both: Hopper's FP8 tensor cores accumulate with fewer bits than fp32, so each head dot
+    here is a sum of four +-1 products (q is zero past its first four dimensions) and four heads are
+    weighted by quarters; the scales are powers of two."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or not litetopk.backend_available("cuda"):
         pytest.skip("no CUDA device")
     B, H, D, k, block_kv, max_blocks = 3, 64, 128, 20, 64, 5
     cache, keys, scales, table, q, w = make_cache(rng, B, next_n, H, D, block_kv, max_blocks)
+    one = np.uint8(0x38)  # e4m3 1.0; 0xB8 is -1.0
+    q[...] = 0
+    q[..., :4] = one | (rng.integers(0, 2, q[..., :4].shape) << 7).astype(np.uint8)
+    flat = cache.reshape(cache.shape[0], -1)
+    assert np.shares_memory(flat, cache)
+    for b in range(flat.shape[0]):  # each block's keys, a view of its first block_kv * D bytes
+        kb = flat[b, :block_kv * D].reshape(block_kv, D)
+        kb[:, :4] = one | (rng.integers(0, 2, (block_kv, 4)) << 7).astype(np.uint8)
     w[:, 4:] = 0.0
     lens = rng.integers(0, max_blocks * block_kv + 1, (B, next_n)).astype(np.int32)
     lens[0, 0] = k - 1
