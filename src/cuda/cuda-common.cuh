@@ -74,8 +74,8 @@ ltk_status ltk_cuda_device(ltk_cuda_dev *d);
  * needs more). */
 ltk_status ltk_cuda_smem_reserve(const void *fn, size_t bytes);
 
-/* cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link), behind a cache
- * per thread of the maps last encoded (cuda.cu); NULL when the driver has none. */
+/* cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link); NULL when the
+ * driver has none. */
 void *ltk_cuda_tmap_encoder(void);
 
 #ifdef __cplusplus

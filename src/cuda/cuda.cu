@@ -3,9 +3,7 @@
  * operations live by file: the indexer in indexer.cu (its kernels in indexer-*.cu), the select in
  * select.cu, the kNN in knn.cu (its kernels in knn-*.cu), the decode in decode.cu (on the indexer's
  * pipeline); what they share in cuda-common.cuh. */
-#include <cuda.h>
 #include <cuda_runtime.h>
-#include <cudaTypedefs.h>
 
 #include <pthread.h>
 #include <stdint.h>
@@ -51,9 +49,9 @@ extern "C" ltk_status ltk_cuda_device(ltk_cuda_dev *d) {
 
 /* Dynamic shared memory limits by (kernel, device): raised under a lock when a launch needs more
  * than before, never lowered (so no call shrinks the limit under another's launch). Why a record:
- * a cudaFuncSetAttribute is a few microseconds of host time, and a decode step is tens of
- * microseconds of GPU work that often waits for the host; a flag per process would also miss the
- * second device (the attribute is the current device's). */
+ * the select set two attributes a call (0.28 us each on the H200's host, bench/host_prims.cu:
+ * bench/results/h200/host_prims.jsonl), and a flag per process would miss a second device (the
+ * attribute is the current device's). */
 #define LTK_SMEM_SLOTS 256
 static struct {
     const void *fn;
@@ -83,52 +81,6 @@ extern "C" ltk_status ltk_cuda_smem_reserve(const void *fn, size_t bytes) {
     return LTK_OK;
 }
 
-/* The encoder the kernels' hosts call: the driver's cuTensorMapEncodeTiled behind a small cache per
- * thread of the last maps encoded, keyed by every argument (a map is a function of them alone:
- * address, shape, strides, box, modes; never of the memory's contents). Why: a decode step encodes
- * the same three maps every step over the same cache and queries (bench/host_prims.cu gives the
- * encode's host time next to a launch's). */
-static PFN_cuTensorMapEncodeTiled_v12000 tm_driver = NULL;
-typedef struct tm_key {
-    CUtensorMapDataType dt;
-    cuuint32_t rank;
-    void *base;
-    cuuint64_t dim[5], str[4];
-    cuuint32_t box[5], es[5];
-    int il, sw, l2, oob;
-} tm_key;
-#define TM_CACHED 8
-static thread_local struct {
-    tm_key k[TM_CACHED];
-    CUtensorMap m[TM_CACHED];
-    int n, next;
-} tm_cache;
-
-static CUresult CUDAAPI tm_encode_cached(CUtensorMap *m, CUtensorMapDataType dt, cuuint32_t rank, void *base,
-                                         const cuuint64_t *dim, const cuuint64_t *str, const cuuint32_t *box,
-                                         const cuuint32_t *es, CUtensorMapInterleave il, CUtensorMapSwizzle sw,
-                                         CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
-    if (rank < 1 || rank > 5) return tm_driver(m, dt, rank, base, dim, str, box, es, il, sw, l2, oob);
-    tm_key k;
-    memset(&k, 0, sizeof k);
-    k.dt = dt, k.rank = rank, k.base = base, k.il = (int)il, k.sw = (int)sw, k.l2 = (int)l2, k.oob = (int)oob;
-    for (cuuint32_t i = 0; i < rank; i++) k.dim[i] = dim[i], k.box[i] = box[i], k.es[i] = es[i];
-    for (cuuint32_t i = 0; i + 1 < rank; i++) k.str[i] = str[i];
-    for (int i = 0; i < tm_cache.n; i++)
-        if (!memcmp(&tm_cache.k[i], &k, sizeof k)) {
-            *m = tm_cache.m[i];
-            return CUDA_SUCCESS;
-        }
-    CUresult r = tm_driver(m, dt, rank, base, dim, str, box, es, il, sw, l2, oob);
-    if (r == CUDA_SUCCESS) {
-        const int i = tm_cache.next;
-        tm_cache.k[i] = k, tm_cache.m[i] = *m;
-        tm_cache.next = (i + 1) % TM_CACHED;
-        if (tm_cache.n < TM_CACHED) tm_cache.n++;
-    }
-    return r;
-}
-
 extern "C" void *ltk_cuda_tmap_encoder(void) {
     static void *fn = NULL;
     static int tried = 0;
@@ -144,8 +96,7 @@ extern "C" void *ltk_cuda_tmap_encoder(void) {
             (void)cudaGetLastError();
             f = NULL;
         }
-        tm_driver = (PFN_cuTensorMapEncodeTiled_v12000)f;
-        fn = f ? (void *)tm_encode_cached : NULL;
+        fn = f;
         tried = 1;
     }
     return fn;
@@ -211,10 +162,11 @@ static void cuda_free(void *p) {
 
 /* The workspace of a call made without one: from a stream-ordered pool of the library's, one a
  * device, which keeps up to LTK_CUDA_POOL_KEEP_MB between calls (tuning table). Why not cudaMalloc
- * and cudaFree: cudaFree waits for the whole device, so every such call was a host synchronisation,
- * and cudaMalloc is the slowest call on the host path (`litetopk bench` host_alloc_us against
- * host_us, bench/results/h200/host.jsonl). Under stream capture the allocation is the graph's own
- * (cudaMallocAsync becomes a memory node); a device without memory pools takes cudaMalloc. */
+ * and cudaFree: cudaFree waits for the whole device, so every such call was a host synchronisation
+ * (H200: 90 us for the pair against 0.7 for a pool's, bench/results/h200/host_prims.jsonl; a decode
+ * step without a workspace 406 -> 15 us of host time, decode.jsonl host_alloc_us). Under stream
+ * capture the allocation is the graph's own (cudaMallocAsync becomes a memory node); a device
+ * without memory pools takes cudaMalloc. */
 static cudaMemPool_t pools[LTK_DEV_CACHED];
 static int pool_state[LTK_DEV_CACHED]; /* 0 not made, 1 made, -1 the device has no pools */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
