@@ -107,6 +107,24 @@ int64_t ltkc_select_cap(int64_t n, int64_t k) {
     return n < cap ? (n > 0 ? n : 1) : cap;
 }
 
+/* The tie-class shortcut's work on one chunk of keys (ltkc_select_row): entries above v go to
+ * out[0, k) while fewer than k, the first k equal to v to bpos[0, k); stores to clamped slots, no
+ * branch on the comparisons. */
+static inline void sc_chunk(const uint32_t *keys, int64_t c, int64_t i0, uint32_t v, int64_t k, uint32_t *out_key,
+                            int32_t *out_pos, int32_t *bpos, int64_t *gtp, int64_t *eqp) {
+    int64_t gt = *gtp, eq = *eqp;
+    for (int64_t i = 0; i < c; i++) {
+        const uint32_t key = keys[i];
+        const int64_t gs = gt < k ? gt : k - 1, es = eq < k ? eq : k; /* (bpos holds cap > k) */
+        out_key[gs] = key;
+        out_pos[gs] = (int32_t)(i0 + i);
+        bpos[es] = (int32_t)(i0 + i);
+        gt += key > v;
+        eq += key == v;
+    }
+    *gtp = gt, *eqp = eq;
+}
+
 int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, const ltkc_selws *w, uint32_t *out_key,
                         int32_t *out_pos) {
     uint32_t keys[CHUNK];
@@ -131,7 +149,7 @@ int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, con
     uint32_t pfx = 0; /* the sampled common prefix: the top 32 - psh0 bits */
     int psh0 = 32;
     uint32_t vtop = 0; /* the largest key the sample holds twice or more */
-    int vrep = 0;
+    int vrep = 0, vabove = 0; /* (sampled keys above it) */
     {
         const int64_t ns = n < 128 ? n : 128; /* (each a cache miss: 512 cost normal rows 2-3%) */
         uint32_t kmin = 0xffffffffu, kmax = 0, key, sk[128];
@@ -146,7 +164,7 @@ int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, con
             sk[q] = key;
         }
         for (int64_t j = 1; j < ns && !vrep; j++)
-            if (sk[j] == sk[j - 1]) vtop = sk[j], vrep = 1;
+            if (sk[j] == sk[j - 1]) vtop = sk[j], vrep = 1, vabove = (int)j - 1;
         int cp = kmin == kmax ? 32 : __builtin_clz(kmin ^ kmax);
         if (cp > 21) cp = 21;
         if (cp > 0) {
@@ -156,33 +174,32 @@ int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, con
     }
     /* A large class near the sample's top (the largest key the 128 hold twice or more: flat rows,
      * few distinct values, a zero plateau under fewer than k positives, also when one of those
-     * was sampled): one pass keeps the entries above it (while fewer than k) and its first k
-     * entries, in index order; if the k-th key is that key, they are the answer. Why: such rows took every digit pass, each bucket holding most
-     * of the row, then the collect: distinct2 3.1x the time of normal rows, all-equal 1.2x
-     * (`litetopk bench select --rows 64 --cols 1048576 -k 2048 --dist D --backend cpu`). No
-     * branch on the comparisons (a coin toss on such rows): stores go to a clamped slot. */
-    if (vrep && k < w->cap) {
-        int64_t gt = 0, eq = 0;
-        for (int64_t i0 = 0; i0 < n && gt < k; i0 += CHUNK) {
+     * was sampled): a pass keeps the entries above it (while fewer than k) and its first k
+     * entries, in index order; if the k-th key is that key, they are the answer and no other pass
+     * runs. Why: such rows took every digit pass over buckets holding most of the row, then the
+     * collect (64 x 1M, k = 2048, `litetopk bench select --dist D --backend cpu`, before -> after:
+     * distinct2 418 -> 132 ms, plateau-k1 235 -> 109, normal 149 -> 139; record
+     * bench/results/cpu/select.jsonl). When no sampled key is above the class, that pass runs alone
+     * and stops once k entries are above (distinct2, flat rows: ~100 ms); when some are, the
+     * class is less likely the k-th, and the work rides on the first digit pass over each chunk
+     * while its keys are in L1, so that a miss costs no read of its own (plateau-4k, rounded
+     * normals: a pass of its own had cost them 13-18%). */
+    int sc_on = vrep && k < w->cap;
+    int64_t sc_gt = 0, sc_eq = 0;
+    if (sc_on && vabove == 0) {
+        for (int64_t i0 = 0; i0 < n && sc_gt < k; i0 += CHUNK) {
             int64_t c = n - i0 < CHUNK ? n - i0 : CHUNK;
             load_keys(row, dt, i0, c, keys);
-            for (int64_t i = 0; i < c; i++) {
-                const uint32_t key = keys[i];
-                const int64_t gs = gt < k ? gt : k - 1, es = eq < k ? eq : k; /* (bpos holds cap > k) */
-                out_key[gs] = key;
-                out_pos[gs] = (int32_t)(i0 + i);
-                w->bpos[es] = (int32_t)(i0 + i);
-                gt += key > vtop;
-                eq += key == vtop;
-            }
+            sc_chunk(keys, c, i0, vtop, k, out_key, out_pos, w->bpos, &sc_gt, &sc_eq);
         }
-        if (gt < k && gt + eq >= k) {
-            for (int64_t j = 0; gt + j < k; j++) {
-                out_key[gt + j] = vtop;
-                out_pos[gt + j] = w->bpos[j];
+        if (sc_gt < k && sc_gt + sc_eq >= k) {
+            for (int64_t j = 0; sc_gt + j < k; j++) {
+                out_key[sc_gt + j] = vtop;
+                out_pos[sc_gt + j] = w->bpos[j];
             }
             return k;
         }
+        sc_on = 0;
     }
     uint32_t prefix = 0; /* known high bits of the k-th key */
     int64_t rem = k;      /* entries still to take from the current bucket */
@@ -204,6 +221,10 @@ int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, con
         for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
             int64_t c = n - i0 < CHUNK ? n - i0 : CHUNK;
             load_keys(row, dt, i0, c, keys);
+            if (sc_on) {
+                sc_chunk(keys, c, i0, vtop, k, out_key, out_pos, w->bpos, &sc_gt, &sc_eq);
+                if (sc_gt >= k) sc_on = 0; /* the class is not the k-th */
+            }
             if (psh >= 32) {
                 int64_t i = 0;
                 for (; i + 4 <= c; i += 4) { /* (four at a time: constant offsets, no index math) */
@@ -240,6 +261,16 @@ int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, con
                 }
                 for (; i < c; i++) h4[0][LTKC_BIN(keys[i])]++;
 #undef LTKC_BIN
+            }
+        }
+        if (sc_on) {
+            sc_on = 0; /* (the first pass only) */
+            if (sc_gt + sc_eq >= k) {
+                for (int64_t j = 0; sc_gt + j < k; j++) {
+                    out_key[sc_gt + j] = vtop;
+                    out_pos[sc_gt + j] = w->bpos[j];
+                }
+                return k;
             }
         }
         for (uint32_t d = 0; d < nb; d++) hist[d] = h4[0][d] + h4[1][d] + h4[2][d] + h4[3][d];
