@@ -177,13 +177,13 @@ int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, con
      * was sampled): a pass keeps the entries above it (while fewer than k) and its first k
      * entries, in index order; if the k-th key is that key, they are the answer and no other pass
      * runs. Why: such rows took every digit pass over buckets holding most of the row, then the
-     * collect (64 x 1M, k = 2048, `litetopk bench select --dist D --backend cpu`, before -> after:
-     * distinct2 418 -> 132 ms, plateau-k1 235 -> 109, normal 149 -> 139; record
-     * bench/results/cpu/select.jsonl). When no sampled key is above the class, that pass runs alone
-     * and stops once k entries are above (distinct2, flat rows: ~100 ms); when some are, the
-     * class is less likely the k-th, and the work rides on the first digit pass over each chunk
-     * while its keys are in L1, so that a miss costs no read of its own (plateau-4k, rounded
-     * normals: a pass of its own had cost them 13-18%). */
+     * collect (64 x 1M, k = 2048, 2 cores, `litetopk bench select --dist D --backend cpu`, before
+     * -> after: distinct2 370 -> 102 ms, distinct4 275 -> 94, plateau0 192 -> 105, plateau-k
+     * 230 -> 125, normal rows untouched; record bench/results/cpu/select.jsonl). When no sampled
+     * key is above the class, that pass runs alone and stops once k entries are above; when some
+     * are, the class is less likely the k-th, and the work rides on the first digit pass over each
+     * chunk while its keys are in L1, so that a miss costs no read of its own (a pass of its own
+     * measured 13-18% slower on plateau-4k and rounded normals, near this machine's noise). */
     int sc_on = vrep && k < w->cap;
     int64_t sc_gt = 0, sc_eq = 0;
     if (sc_on && vabove == 0) {
