@@ -416,7 +416,8 @@ def indexer_topk(q, kv, kv_scale, weights, ks, ke, topk, *, relative=True, sorte
         identical results); "score_only" is for benchmarks (outputs unspecified).
     workspace : contiguous array/tensor on the data's device, optional
         At least :func:`workspace_size` bytes; with it the call allocates nothing (CUDA-graph safe).
-        Without it, CUDA calls take one from torch's caching allocator.
+        Without it, CUDA calls take one from the library's stream-ordered pool on the call's stream
+        (no synchronisation; memory torch's allocator does not count, ``LTK_CUDA_POOL_KEEP_MB``).
     stats : Stats, optional
         Filled with the call's counters (synchronises on CUDA).
     dtype : str, optional

@@ -125,6 +125,15 @@ static inline void sc_chunk(const uint32_t *keys, int64_t c, int64_t i0, uint32_
     *gtp = gt, *eqp = eq;
 }
 
+/* The shortcut's answer: the gt entries above v already in out, then the first k - gt equal to v. */
+static int64_t sc_finish(uint32_t v, int64_t gt, int64_t k, const int32_t *bpos, uint32_t *out_key, int32_t *out_pos) {
+    for (int64_t j = 0; gt + j < k; j++) {
+        out_key[gt + j] = v;
+        out_pos[gt + j] = bpos[j];
+    }
+    return k;
+}
+
 int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, const ltkc_selws *w, uint32_t *out_key,
                         int32_t *out_pos) {
     uint32_t keys[CHUNK];
@@ -192,13 +201,7 @@ int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, con
             load_keys(row, dt, i0, c, keys);
             sc_chunk(keys, c, i0, vtop, k, out_key, out_pos, w->bpos, &sc_gt, &sc_eq);
         }
-        if (sc_gt < k && sc_gt + sc_eq >= k) {
-            for (int64_t j = 0; sc_gt + j < k; j++) {
-                out_key[sc_gt + j] = vtop;
-                out_pos[sc_gt + j] = w->bpos[j];
-            }
-            return k;
-        }
+        if (sc_gt < k && sc_gt + sc_eq >= k) return sc_finish(vtop, sc_gt, k, w->bpos, out_key, out_pos);
         sc_on = 0;
     }
     uint32_t prefix = 0; /* known high bits of the k-th key */
@@ -265,13 +268,7 @@ int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, con
         }
         if (sc_on) {
             sc_on = 0; /* (the first pass only) */
-            if (sc_gt + sc_eq >= k) {
-                for (int64_t j = 0; sc_gt + j < k; j++) {
-                    out_key[sc_gt + j] = vtop;
-                    out_pos[sc_gt + j] = w->bpos[j];
-                }
-                return k;
-            }
+            if (sc_gt + sc_eq >= k) return sc_finish(vtop, sc_gt, k, w->bpos, out_key, out_pos);
         }
         for (uint32_t d = 0; d < nb; d++) hist[d] = h4[0][d] + h4[1][d] + h4[2][d] + h4[3][d];
         if (first && psh < 32) {

@@ -579,9 +579,8 @@ int64_t ltk_knn_fin_static_smem(void) {
     return v;
 }
 
-ltk_status ltk_knn_fin_smem_reserve(size_t fin_smem, int dev) {
-    (void)dev; /* (ltk_cuda_smem_reserve keeps its record by the current device) */
-    const void *fns[] = KNN_FIN_KERNELS;
+ltk_status ltk_knn_fin_smem_reserve(size_t fin_smem) {
+    const void *fns[] = KNN_FIN_KERNELS; /* (ltk_cuda_smem_reserve keeps a record by the current device) */
     for (int i = 0; i < 12; i++) LTK_FORWARD_IF(ltk_cuda_smem_reserve(fns[i], fin_smem));
     return LTK_OK;
 }

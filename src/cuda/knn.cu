@@ -324,7 +324,7 @@ static ltk_status knn_fin_plan(const ltk_knn_args *a, const knn_plan *pl, const 
     if (stage < 2 * (int64_t)a->k) stage = 0; /* too few to matter: the global-memory select */
     f->stage = stage;
     f->smem_final = fin_base + (size_t)stage * 4;
-    return ltk_knn_fin_smem_reserve(f->smem_final, dv->dev);
+    return ltk_knn_fin_smem_reserve(f->smem_final);
 }
 
 /* One batch of nq queries (from query b0) on its way through the chunks. */

@@ -162,6 +162,6 @@ int ltk_knn_thr_smem(int dev);
 /* The largest static shared memory of the final and output kernels. */
 int64_t ltk_knn_fin_static_smem(void);
 /* Raises the final and output kernels' dynamic shared memory limit to fin_smem (never lowers it). */
-ltk_status ltk_knn_fin_smem_reserve(size_t fin_smem, int dev);
+ltk_status ltk_knn_fin_smem_reserve(size_t fin_smem);
 
 #endif

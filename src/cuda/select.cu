@@ -3,21 +3,22 @@
  * Fast tier (k <= 4096): one pass over HBM in the common case.
  *   1. Sample: 16K keys of the row in 8-entry runs spread over the valid range (one 32-byte sector
  *      each); t = the r-th best sampled key with r ~ 2k * m / n. Only a guess: it is VERIFIED below.
- *   2. Scan: stream the row once (16-byte loads, 4 in flight per thread); entries with key > t go
- *      to a shared-memory candidate buffer (warp-aggregated appends), entries with key == t to a
- *      tie region of cap / 2 positions (the rest of them only counted). A chunk whose ties all fit
- *      adds them to its candidates. Few rows: P CTAs split each row; the last CTA to finish
- *      (atomic ticket) gathers the row's candidates from L2.
- *   3. Verify: if the row has >= k entries with key > t (all captured, no overflow), or the
- *      candidates hold every entry >= t and there are >= k, the exact top-k is among them:
- *      radix-select the k largest composites (key, ~index) there. If fewer than k are above t and
- *      some ties did not fit (a tie class larger than the region: flat rows, few distinct values,
- *      a zero plateau), the k-th key is t: the answer is every entry above t and the lowest-index
- *      k - (above) ties, from one ordered pass that stops once it has them (sel_take_ties; the
- *      class is never stored nor sorted, and a dense class is found in the row's first blocks: at
- *      64 x 1M, k = 2048 on the H200 all-equal rows took 0.12 ms against 3.09 on the dense path).
- *      Otherwise (bad sample, NaN-heavy row, a buffer overflow) the same CTA redoes the row on the
- *      exact dense path (4): slower, never wrong, counted in ltk_stats.fallback_rows.
+ *   2. Scan: stream the row once (16-byte loads, 4 in flight per thread); entries with key >= t go
+ *      to a shared-memory candidate buffer (warp-aggregated appends). A chunk whose buffer
+ *      overflows with t > 0 (a tie class at t larger than the buffer: flat rows, few distinct
+ *      values, a zero plateau) is rescanned keeping only the entries above t and counting the
+ *      ties (sel_rescan_ties). Few rows: P CTAs split each row; the last CTA to finish (atomic
+ *      ticket) gathers the row's candidates from L2.
+ *   3. Verify: if the row has >= k entries above t, or the candidates hold every entry >= t and
+ *      there are >= k, the exact top-k is among them: radix-select the k largest composites
+ *      (key, ~index) there. If fewer than k are above t and a rescanned chunk left ties out, the
+ *      k-th key is t: the answer is every entry above t and the lowest-index k - (above) ties,
+ *      from one ordered pass that stops once it has them (sel_take_ties; the class is never stored
+ *      nor sorted, and a dense class is found in the row's first blocks: 64 x 1M, k = 2048 on the
+ *      H200, all-equal rows 0.136 ms against 3.09 on the dense path, bench/results/h200/
+ *      select.jsonl). Otherwise (bad sample, NaN-heavy row, a buffer overflow of entries above t)
+ *      the same CTA redoes the row on the exact dense path (4): slower, never wrong, counted in
+ *      ltk_stats.fallback_rows.
  *   5. Sort the k composites (bitonic in shared memory) unless LTK_FLAG_UNSORTED; reload the
  *      reported scores from the input so their bits are the input's (-0 stays -0).
  * General tier (k > 4096) and the fallback (4): radix passes over the key bits straight from the
