@@ -162,7 +162,7 @@ int bench_decode_main(int argc, char **argv) {
         op.fetch = bench_call_fetch, op.teardown = bench_call_teardown, op.json_shape = decode_json;
         op.rows = (int64_t)rows, op.k = (int32_t)k, op.idx_size = 4;
         op.fp8_ceiling = 1;
-    op.flops = 2.0 * (double)H * (double)D * visible;
+        op.flops = 2.0 * (double)H * (double)D * visible;
         /* the floor: each request's cache read once (its next_n rows share it) */
         op.floor_bytes = b.cached * (double)(D + 4);
         snprintf(op.shape, sizeof op.shape, "B=%lld ctx=%lld%s next_n=%lld H=%lld D=%lld k=%lld block=%lld%s",

@@ -34,6 +34,7 @@
  * that ptxas kept it (cudaFuncAttributes::numRegs) before it uses this kernel. */
 #define SM90_REG_LAUNCH ((65536 / SM90_THREADS) & ~7)
 #define SM90_REG_PRODUCER 32
+#define SM90_PAGED_PRODUCERS 3 /* producer warps of a paged source (warps 0, 2, 3; see the producer) */
 #define SM90_REG_MATH 112
 static_assert(128 * (SM90_REG_LAUNCH - SM90_REG_PRODUCER) >= 128 * SM90_MATH_WG * (SM90_REG_MATH - SM90_REG_LAUNCH),
               "setmaxnreg: the math warps would ask the CTA pool for more registers than the producer releases");
@@ -332,13 +333,23 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     if (warp < 4) {
         /* ---------------- producer warp group: TMA warp, refresh warp, two idle warps ------------ */
         ltk_setmaxnreg_dec<SM90_REG_PRODUCER>();
-        if (warp == 0) {
+        const bool paged = p.pg.cache != NULL;
+        if (warp == 0 || (paged && warp >= 2)) {
             /* The TMA thread is lane 0; with a paged source the whole warp stays, each lane looking
              * up one cache block of a tile (a per-thread array of them spilled in the producer's
-             * 32 registers), and lane 0 takes the entries by shuffle. */
-            const bool paged = p.pg.cache != NULL;
+             * 32 registers), and lane 0 takes the entries by shuffle.
+             * A paged source has SM90_PAGED_PRODUCERS producer warps (0, 2 and 3: the producer
+             * group's otherwise idle ones), producer pw issuing the tiles whose place in the CTA's
+             * tile sequence is pw modulo their count; every producer walks the whole sequence,
+             * so the stages and phases stay the consumers'. Why: one block-table lookup and two TMAs
+             * a cache block are ~300 producer instructions a 256-key tile, and one warp issuing them
+             * was the scan's bound (ncu, B = 8 at 1M, next_n 1: the producer busy in every sample,
+             * its empty-stage waits almost never taken, the math warps' full-stage wait 38% of all
+             * stall samples, DRAM 73%; at next_n 4 the same wait 20%, DRAM 36%). */
+            const int npw = paged ? SM90_PAGED_PRODUCERS : 1;
+            const int pw = warp == 0 ? 0 : warp - 1;
             if (lane != 0 && !paged) return;
-            int stage = 0;
+            int stage = 0, turn = 0; /* turn: the producer whose tile is next */
             uint32_t phase = 0;
             int64_t it = 0;
             for (int64_t u = blockIdx.x; u < nunits; u += gridDim.x, it++) {
@@ -348,7 +359,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 #pragma unroll
                 for (int q = 0; q < BQ; q++) sm90_scan_range(p, sm90_unit_row<BQ>(p, qb, q, nrows), nrows, &lo[q], &hi[q]);
                 const int qs = (int)(it & 1);
-                if (lane == 0) {
+                if (lane == 0 && pw == 0) {
                     sm90_wait(&qempty_b[qs], (uint32_t)((it >> 1) & 1) ^ 1u, p, 0, 0, u, it, -1, qs);
                     ltk_mbar_arrive_expect_tx(&qfull_b[qs], NN * 128);
 #pragma unroll
@@ -376,7 +387,11 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                     for (int q = 0; q < BQ; q++) hmax = hi[q] > hmax ? hi[q] : hmax;
                 }
                 for (int32_t t = sm90_next_tile<BQ>(t0, t1, lo, hi); t < t1; t = sm90_next_tile<BQ>(t + 1, t1, lo, hi)) {
-                    if (paged) {
+                    const bool mine = turn == pw;
+                    if (++turn == npw) turn = 0;
+                    if (!mine) {
+                        /* (another producer's tile: only the stage moves on) */
+                    } else if (paged) {
                         /* One box per cache block: the tile's 256 / bkv blocks land where one
                          * 256-row box would (each at a multiple of 1024 bytes, so the 128-byte
                          * swizzle is the same), their scales beside them. An unmapped block is a
