@@ -29,6 +29,8 @@
  * order within the k slots may vary from run to run, as the contract allows). */
 #include <cub/device/device_segmented_radix_sort.cuh>
 
+#include <stdlib.h>
+
 #include "cuda-common.cuh"
 #include "select.cuh"
 
@@ -48,6 +50,7 @@ struct sel_params {
     int64_t out_stride;
     uint32_t flags;
     int P;        /* CTAs per row (fast tier) */
+    int inline_sample; /* P > 1: every CTA of a row draws the row's sample itself (no sample kernel) */
     uint32_t cap; /* candidate capacity of one CTA */
     /* workspace */
     uint32_t *row_t, *row_cnt, *row_done, *row_ovf, *row_eq, *row_gt; /* row_ovf: 1 overflow, 2 ties left out */
@@ -342,22 +345,25 @@ static __device__ uint32_t sel_dense(const typename ltk_dt<DT>::raw *row, int64_
     return ltk_gather(src, sm->prefix, sm->mask, dst, dstcap, sm);
 }
 
-/* Sorts (unless unsorted) and writes k composites held in shared memory. */
-template <int DT>
+/* Sorts (unless unsorted) and writes k composites held in shared memory. E: ltk_sort_desc's
+ * elements a thread (kp / LTK_SEL_NT, from the host). Why the register network: the all-shared
+ * network's 66 barrier stages at k = 2048 were half of a decode step's select (H200, B = 64 at 64K:
+ * sel_fast_kernel 59.8 us sorted, 31.9 unsorted; ncu). */
+template <int DT, int E>
 static __device__ void sel_finish_smem(const sel_params &p, int64_t r, int64_t s, uint64_t *sb, uint32_t got) {
     const typename ltk_dt<DT>::raw *row = sel_row_ptr<DT>(p, r, s);
     if (!(p.flags & LTK_FLAG_UNSORTED)) {
         for (int j = got + threadIdx.x; j < p.kp; j += LTK_SEL_NT) sb[j] = 0ull;
         __syncthreads();
-        ltk_bitonic_desc(sb, p.kp);
+        ltk_sort_desc<E>(sb, p.kp);
     }
     sel_write<DT>(p, r, s, row, sb, got);
 }
 
 /* ---- fast tier ----------------------------------------------------------------------------- */
-template <int DT>
 /* 2 CTAs an SM (64 registers). The 16-bit kernels spill a little under that cap; without it they
  * took 105 registers (1 CTA an SM) and ran no faster (bf16 64 x 1M: 0.170 ms either way). */
+template <int DT, int SE> /* SE: the sort's elements a thread (sel_finish_smem) */
 static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_params p) {
     extern __shared__ __align__(16) unsigned char smraw[];
     ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
@@ -378,7 +384,8 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
         }
         return;
     }
-    uint32_t t = P == 1 ? sel_sample_threshold<DT>(row, n, p.k, p.cap, ckey, 2 * (int64_t)p.cap, sm) : p.row_t[r];
+    uint32_t t = P == 1 || p.inline_sample ? sel_sample_threshold<DT>(row, n, p.k, p.cap, ckey, 2 * (int64_t)p.cap, sm)
+                                           : p.row_t[r];
     if (threadIdx.x == 0) sm->cnt = 0, sm->eq = 0;
     __syncthreads();
     int64_t L = ((n + P - 1) / P + 63) & ~(int64_t)63;
@@ -478,7 +485,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
         p.st_cand[r] = (int32_t)(total > INT32_MAX ? INT32_MAX : total);
         p.st_fb[r] = fallback ? 1 : 0;
     }
-    sel_finish_smem<DT>(p, r, s, sb, got);
+    sel_finish_smem<DT, SE>(p, r, s, sb, got);
 }
 
 /* ---- general tier (k > 4096) --------------------------------------------------------------- */
@@ -502,7 +509,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) sel_general_kernel(sel_para
     }
     uint32_t got = sel_dense<DT>(row, n, p.k, dst, p.kp, sm);
     if (smem_sort || (p.flags & LTK_FLAG_UNSORTED)) {
-        sel_finish_smem<DT>(p, r, s, dst, got); /* global dst with UNSORTED: written unsorted */
+        sel_finish_smem<DT, 1>(p, r, s, dst, got); /* global dst with UNSORTED: written unsorted */
         return;
     }
     for (int j = got + threadIdx.x; j < p.kp; j += LTK_SEL_NT) dst[j] = 0ull;
@@ -527,6 +534,7 @@ static __global__ void sel_offsets_kernel(int *off, int nseg, int seg) {
 typedef struct sel_plan {
     int fast;
     int P;
+    int inline_sample;
     uint32_t cap;
     int32_t kp;
     size_t smem;          /* dynamic shared memory of the main kernel */
@@ -538,9 +546,9 @@ typedef struct sel_plan {
     size_t o_rowt, o_cnt, o_done, o_ovf, o_eq, o_gt, o_stc, o_stf, o_gkey, o_grel, o_gsel, o_gsel2, o_off, o_cub, total;
 } sel_plan;
 
-template <int DT>
+template <int DT, int E>
 static ltk_status sel_kernel_attrs(size_t fast_smem, size_t gen_smem, size_t sample_smem) {
-    if (fast_smem) LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)sel_fast_kernel<DT>, fast_smem));
+    if (fast_smem) LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)sel_fast_kernel<DT, E>, fast_smem));
     if (gen_smem) LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)sel_general_kernel<DT>, gen_smem));
     if (sample_smem) LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)sel_sample_kernel<DT>, sample_smem));
     return LTK_OK;
@@ -574,8 +582,13 @@ static ltk_status sel_make_plan(const ltk_select_args *a, sel_plan *pl) {
             if (P > pmax) P = pmax;
             if (P < 1) P = 1;
         }
+        /* A/B switches of this build only (LTK_SEL_P_AB: CTAs a row; LTK_SEL_INLINE_AB=1: no sample kernel) */
+        const char *ev = getenv("LTK_SEL_P_AB");
+        if (ev && atoi(ev) > 0) P = atoi(ev);
+        ev = getenv("LTK_SEL_INLINE_AB");
+        pl->inline_sample = P > 1 && ev && atoi(ev) == 1;
         pl->P = (int)P;
-        pl->sample_smem = P > 1 ? base + SEL_SAMPLE_MAX * 4 : 0;
+        pl->sample_smem = P > 1 && !pl->inline_sample ? base + SEL_SAMPLE_MAX * 4 : 0;
     } else {
         pl->smem_sort = kp <= SEL_SMEM_SORT_MAX && base + (size_t)kp * 8 <= (size_t)smem_optin;
         pl->smem = base + (pl->smem_sort ? (size_t)kp * 8 : 0);
@@ -625,21 +638,36 @@ extern "C" ltk_status ltk_cuda_select_workspace(const ltk_select_args *a, const 
     return LTK_OK;
 }
 
+/* The fast tier, its kernel built for E = kp / LTK_SEL_NT (kp <= SEL_FAST_KMAX: E <= 8). */
+template <int DT, int E>
+static ltk_status sel_launch_fast(const ltk_select_args *a, const sel_plan *pl, sel_params p, cudaStream_t st) {
+    LTK_FORWARD_IF((sel_kernel_attrs<DT, E>(pl->smem, 0, pl->sample_smem)));
+    if (pl->P > 1 && pl->inline_sample) {
+        /* the row counters of the last-CTA pattern, which the sample kernel clears otherwise */
+        LTK_CUDA_TRY(cudaMemsetAsync(p.row_cnt, 0, (size_t)((uint8_t *)p.st_cand - (uint8_t *)p.row_cnt), st));
+    } else if (pl->P > 1) {
+        sel_sample_kernel<DT><<<(unsigned)a->rows, LTK_SEL_NT, pl->sample_smem, st>>>(p);
+        LTK_CUDA_TRY(cudaGetLastError());
+    }
+    dim3 grid((unsigned)a->rows, (unsigned)pl->P);
+    sel_fast_kernel<DT, E><<<grid, LTK_SEL_NT, pl->smem, st>>>(p);
+    LTK_CUDA_TRY(cudaGetLastError());
+    return LTK_OK;
+}
+
 template <int DT>
 static ltk_status sel_launch(const ltk_select_args *a, const sel_plan *pl, sel_params p, cudaStream_t st,
                              unsigned char *ws) {
     if (pl->fast) {
-        LTK_FORWARD_IF(sel_kernel_attrs<DT>(pl->smem, 0, pl->sample_smem));
-        if (pl->P > 1) {
-            sel_sample_kernel<DT><<<(unsigned)a->rows, LTK_SEL_NT, pl->sample_smem, st>>>(p);
-            LTK_CUDA_TRY(cudaGetLastError());
+        static_assert(SEL_FAST_KMAX <= 8 * LTK_SEL_NT, "the fast tier's sort is built for E <= 8");
+        switch (ltk_sort_e_of(pl->kp)) {
+        case 1: return sel_launch_fast<DT, 1>(a, pl, p, st);
+        case 2: return sel_launch_fast<DT, 2>(a, pl, p, st);
+        case 4: return sel_launch_fast<DT, 4>(a, pl, p, st);
+        default: return sel_launch_fast<DT, 8>(a, pl, p, st);
         }
-        dim3 grid((unsigned)a->rows, (unsigned)pl->P);
-        sel_fast_kernel<DT><<<grid, LTK_SEL_NT, pl->smem, st>>>(p);
-        LTK_CUDA_TRY(cudaGetLastError());
-        return LTK_OK;
     }
-    LTK_FORWARD_IF(sel_kernel_attrs<DT>(0, pl->smem, 0));
+    LTK_FORWARD_IF((sel_kernel_attrs<DT, 1>(0, pl->smem, 0)));
     for (int64_t r0 = 0; r0 < a->rows; r0 += pl->rb) {
         int64_t nb = a->rows - r0 < pl->rb ? a->rows - r0 : pl->rb;
         p.row0 = r0;
@@ -689,6 +717,7 @@ extern "C" ltk_status ltk_cuda_select(const ltk_select_args *a, const ltk_exec *
     p.out_stride = a->out_stride;
     p.flags = a->flags;
     p.P = pl.P;
+    p.inline_sample = pl.inline_sample;
     p.cap = pl.cap;
     p.row_t = (uint32_t *)(w + pl.o_rowt);
     p.row_cnt = (uint32_t *)(w + pl.o_cnt);
