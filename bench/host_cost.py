@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where a call's time goes on the host, per operation, Python and C, with and without a workspace.
 
-For each case (decode, kNN, select at the shapes serving runs them) and each path:
+For each case (decode, kNN, select, the indexer (fp8_mqa_topk) and prefill at the shapes serving runs
+them) and each path:
   c        the bare C entry point through ctypes, arguments and execution record built once
   python   the public litetopk call as a user writes it
 each with a workspace passed in (c_ws, python_ws: outputs passed as out= too) and without one
@@ -14,7 +15,8 @@ each with a workspace passed in (c_ws, python_ws: outputs passed as out= too) an
   alone_ms    CUDA events around one call from an idle GPU, synchronised after each
   b2b_ms      GPU time a call over 20 calls issued back to back
 
-    python3 bench/host_cost.py --json bench-host.jsonl [--cases decode,knn_small,knn_large,select] [--trace]
+    python3 bench/host_cost.py --json bench-host.jsonl [--cases decode,knn_small,knn_large,select,indexer,prefill]
+                               [--trace] [--profile]
 
 --trace also lists, for one call of each path, the CUDA runtime calls it made on the host with their
 durations (the torch profiler's CUPTI view, which sees every library in the process): where the
@@ -187,18 +189,63 @@ def case_select(rows=64, cols=1 << 20, k=2048):
             bare(L.ltk_select_topk, L.ltk_select_workspace_size, a, ctxo, False), (s, r))
 
 
+def _indexer_inputs(T, S, H=64, D=128, seed=0):
+    """FP8 indexer inputs as vLLM holds them (bench/dsa_torch.py's make, without its triton import)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    kf = torch.randn(S, D, generator=g, device="cuda")
+    ksc = (kf.abs().amax(dim=1).clamp(min=1e-6) / 448.0).float()
+    kv = (kf / ksc[:, None]).to(torch.float8_e4m3fn)
+    q = torch.randn(T, H, D, generator=g, device="cuda").to(torch.float8_e4m3fn)
+    w = (torch.randn(T, H, generator=g, device="cuda") * (D ** -0.5) * (H ** -0.5)).float()
+    return q, kv, ksc, w
+
+
+def case_indexer(T=256, S=65536, k=2048):
+    q, kv, ksc, w = _indexer_inputs(T, S)
+    ks = torch.zeros(T, dtype=torch.int32, device="cuda")
+    ke = (S - T + 1 + torch.arange(T, device="cuda", dtype=torch.int32)).to(torch.int32)
+    py_nows = lambda: litetopk.fp8_mqa_topk((q, None), (kv, ksc), w, ks, ke, k)  # noqa: E731
+    ws = ws_for("fp8_mqa", (q, None), (kv, ksc), w, ks, ke, k)
+    out = torch.empty(T, k, dtype=torch.int32, device="cuda")
+    py_ws = lambda: litetopk.fp8_mqa_topk((q, None), (kv, ksc), w, ks, ke, k, out=out, workspace=ws)  # noqa: E731
+    r = _ops._indexer_prepare(q, kv, ksc, w, ks, ke, k, True, False, False, None, None, "auto", "fused", None, 0,
+                              None)
+    L = _ffi.lib()
+    return (f"indexer T={T} S={S} k={k}", py_nows, py_ws,
+            bare(L.ltk_indexer_topk, L.ltk_indexer_workspace_size, r[0], r[1], True),
+            bare(L.ltk_indexer_topk, L.ltk_indexer_workspace_size, r[0], r[1], False), (q, kv, ksc, w, ks, ke, r))
+
+
+def case_prefill(L=8192, m=4, k=512):
+    """One chunk (chunk = L): the CUDA driver waits for a chunk before staging the next one's ranges,
+    so its enqueue_us includes a wait on the held stream; python minus c is still the binding's."""
+    q, kv, ksc, w = _indexer_inputs(L, L // m)
+    kw = dict(m=m, chunk=L)
+    py_nows = lambda: litetopk.prefill(q, kv, ksc, w, k, **kw)  # noqa: E731
+    ws = ws_for("prefill", q, kv, ksc, w, k, **kw)
+    out = torch.empty(L, k, dtype=torch.int32, device="cuda")
+    py_ws = lambda: litetopk.prefill(q, kv, ksc, w, k, out=out, workspace=ws, **kw)  # noqa: E731
+    r = _ops._prefill_prepare(q, kv, ksc, w, k, m, L, 0, False, False, None, True, None, False, "auto", "fused",
+                              None, 0, None)
+    run_fn, ws_fn = _ffi.entry("ltk_prefill_run"), _ffi.entry("ltk_prefill_workspace_size")
+    return (f"prefill L={L} m={m} k={k} chunk={L}", py_nows, py_ws, bare(run_fn, ws_fn, r[0], r[1], True),
+            bare(run_fn, ws_fn, r[0], r[1], False), (q, kv, ksc, w, r))
+
+
 CASES = {
     "decode": lambda: case_decode(),
     "decode_b8_1m": lambda: case_decode(B=8, ctx=1 << 20),
     "knn_small": lambda: case_knn(64, 100_000, 100, 10, torch.float32),
     "knn_large": lambda: case_knn(64, 1 << 20, 768, 1024, torch.bfloat16),
     "select": lambda: case_select(),
+    "indexer": lambda: case_indexer(),
+    "prefill": lambda: case_prefill(),
 }
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cases", default="decode,knn_small,knn_large,select")
+    ap.add_argument("--cases", default="decode,knn_small,knn_large,select,indexer,prefill")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json", default=None)
     ap.add_argument("--trace", action="store_true")

@@ -2,6 +2,7 @@
 elements, dtype code, device. No data is ever copied or converted here."""
 from __future__ import annotations
 
+import ctypes
 import sys
 
 import numpy as np
@@ -38,6 +39,36 @@ def _np_name(dt) -> str:
     return n
 
 
+def _np_data_offset():
+    """Byte offset of the data pointer in a numpy array object (PyArrayObject_fields: PyObject_HEAD,
+    then `char *data`), or None when this interpreter or numpy lays it out otherwise (checked against
+    __array_interface__ on arrays with and without offsets)."""
+    off = object.__basicsize__
+    try:
+        base = np.arange(64, dtype=np.float32)
+        for x in (base, base[3:], base[1::2], base.reshape(8, 8)[2:, 5:], np.zeros(5, np.uint8)[1:],
+                  np.empty((2, 0))):
+            got = ctypes.c_void_p.from_address(id(x) + off).value or 0
+            if got != x.__array_interface__["data"][0]:
+                return None
+    except Exception:
+        return None
+    return off
+
+
+_NP_DATA = _np_data_offset()
+_from_address = ctypes.c_void_p.from_address
+
+
+def np_ptr(x) -> int:
+    """Data pointer of a numpy array. Read from the array object where its layout was verified:
+    __array_interface__ builds a dict and costs ~2 us an array, the read ~0.2 us (timeit, this
+    checkout's 2-core machine)."""
+    if _NP_DATA is not None:
+        return _from_address(id(x) + _NP_DATA).value or 0
+    return int(x.__array_interface__["data"][0])
+
+
 def _torch():
     return sys.modules.get("torch")  # never imported by us: a tensor can only come from a loaded torch
 
@@ -66,7 +97,7 @@ class Arr:
                 raise ValueError(f"{name}: strides {x.strides} (bytes) are not multiples of the element size")
             self.strides = tuple(int(s) // self.itemsize for s in x.strides)
             self.dname = _np_name(x.dtype)
-            self.ptr = int(x.__array_interface__["data"][0])
+            self.ptr = np_ptr(x)
             self.device = ("cpu", None)
             self.writeable = bool(x.flags.writeable)
             if not x.flags.aligned:

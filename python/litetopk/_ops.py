@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from . import _ffi
+from . import _fast, _ffi
 from ._arrays import (Arr, _devstr, check_out, empty, float_code, require_dtype, same_device, wrap,
                       wrap_index_vector, _torch)
 
@@ -108,6 +108,9 @@ class _Ctx:
         self.device = device if device is not None else ("cpu", None)
         self.is_cuda = self.device[0] == "cuda"
         self.backend = _resolve_backend(backend, self.device, state)
+        # the host "auto" that LTK_BACKEND decided (a cached plan re-reads it)
+        self.auto_from_env = (not self.is_cuda and backend == "auto"
+                              and not (state is not None and state._backend in (_ffi.BACKEND_REF, _ffi.BACKEND_CPU)))
         if not isinstance(algo, str) or algo not in _ffi.ALGOS:
             raise ValueError(f"algo={algo!r}: expected one of {list(_ffi.ALGOS)}")
         self.algo = _ffi.ALGOS[algo]
@@ -286,6 +289,24 @@ def _index_outputs(out, return_scores, ctx, rows, topk):
     return _outputs2(out, ("out indices", "out scores"), shapes, ("int32", "float32"), ctx, rows, topk)
 
 
+def _out_pair(out):
+    """out= of the indexer family as the (indices, scores) pair the cache key holds, or None when it
+    is neither None, an array nor a pair (the full path says why)."""
+    if out is None:
+        return None, None
+    if type(out) is tuple or type(out) is list:
+        return (out[0], out[1]) if len(out) == 2 else None
+    return out, None
+
+
+def _lookup(key, arrs, ptrs, state=None):
+    """What a cached plan's call returns, or MISS."""
+    plan = _fast.plans().get(key)
+    if plan is None:
+        return _fast.MISS
+    return plan.call(arrs, ptrs, state)
+
+
 def _row_stride(*arrs):
     for a in arrs:
         if a is not None:
@@ -441,11 +462,34 @@ def indexer_topk(q, kv, kv_scale, weights, ks, ke, topk, *, relative=True, sorte
     keys). The set is unique, hence deterministic. Backends differ only in score rounding (CPU:
     fp32 accumulation; CUDA: FP8/bf16 tensor cores), never in selection.
     """
+    key = None
+    if stats is None and stream is None and (state is None or type(state) is IndexerState):
+        sk = _fast.scalars_key((topk, relative, sorted, return_scores, backend, algo, dtype, num_threads))
+        o = _out_pair(out)
+        if sk is not None and o is not None:
+            arrs = (q, kv, kv_scale, weights, ks, ke, o[0], o[1], workspace)
+            s = _fast.scan(arrs)
+            if s is not None:
+                # the state's backend and device decide the checks; its handle is read every call
+                key = ("indexer", sk, None if state is None else (state._backend, state._device), *s[0])
+                r = _lookup(key, arrs, s[1], state)
+                if r is not _fast.MISS:
+                    return r
     a, ctx, ia, sca, keep = _indexer_prepare(q, kv, kv_scale, weights, ks, ke, topk, relative, sorted,
                                              return_scores, state, out, backend, algo, dtype, num_threads, stream)
     L = _ffi.lib()
     _run("indexer_topk", ctx, L.ltk_indexer_topk, L.ltk_indexer_workspace_size, a, a.T, workspace, stats)
     del keep
+    if key is not None:
+        allocs = [(6, (a.T, a.k), "int32")] if arrs[6] is None else []
+        if sca is not None and arrs[7] is None:
+            allocs.append((7, (a.T, a.k), "float32"))
+        ranges = ((4, 5, a.S),) if ks is not None and not ctx.is_cuda else ()
+        _fast.remember(key, lambda: _fast.Plan(
+            "indexer_topk", L.ltk_indexer_topk, a, ctx, arrs,
+            ("q", "kv", "kv_scale", "weights", "ks", "ke", "out_idx", "out_scores", None), allocs,
+            (6, 7) if sca is not None else (6,), ws_slot=8, ranges=ranges,
+            state_field="state" if state is not None else None, extra=sca is not None))
     if sca is not None:
         return ia.obj, sca.obj
     return ia.obj
@@ -639,10 +683,32 @@ def decode_topk(q, kv_cache, weights, lens, block_table, topk, *, block_kv=None,
     treats a table entry outside ``[0, num_blocks)`` as an unmapped block (nothing read from it; its
     positions score NaN, ranked last; their physical slots are -1). q must be e4m3 there.
     """
+    key = None
+    if stats is None and stream is None:
+        sk = _fast.scalars_key((topk, block_kv, max_len, physical, sorted, return_scores, backend, algo, dtype,
+                                num_threads))
+        o = _out_pair(out)
+        if sk is not None and o is not None:
+            arrs = (q, kv_cache, weights, lens, block_table, o[0], o[1], workspace)
+            s = _fast.scan(arrs)
+            if s is not None:
+                key = ("decode", sk, *s[0])
+                r = _lookup(key, arrs, s[1])
+                if r is not _fast.MISS:
+                    return r
     a, ctx, ia, sca = _decode_prepare(q, kv_cache, weights, lens, block_table, topk, block_kv, max_len, physical,
                                       sorted, return_scores, out, backend, algo, dtype, num_threads, stream)
-    _run("decode_topk", ctx, _ffi.entry("ltk_decode_topk"), _ffi.entry("ltk_decode_workspace_size"), a,
-         a.B * a.next_n, workspace, stats)
+    run_fn = _ffi.entry("ltk_decode_topk")
+    _run("decode_topk", ctx, run_fn, _ffi.entry("ltk_decode_workspace_size"), a, a.B * a.next_n, workspace, stats)
+    if key is not None:
+        rows = a.B * a.next_n
+        allocs = [(5, (rows, a.k), "int32")] if arrs[5] is None else []
+        if sca is not None and arrs[6] is None:
+            allocs.append((6, (rows, a.k), "float32"))
+        _fast.remember(key, lambda: _fast.Plan(
+            "decode_topk", run_fn, a, ctx, arrs,
+            ("q", "kv_cache", "weights", "lens" if lens.ndim == 2 else "seq_lens", "block_table", "out_idx", "out_scores",
+             None), allocs, (5, 6) if sca is not None else (5,), ws_slot=7, extra=sca is not None))
     if sca is not None:
         return ia.obj, sca.obj
     return ia.obj
@@ -741,9 +807,26 @@ def knn_topk(queries, base, k, metric="ip", *, sorted=True, out=None, backend="a
     indices : int64 array [B, k]
         Row indices into ``base``; padding ``-1``.
     """
+    key = None
+    if stats is None and stream is None and (out is None or ((type(out) is tuple or type(out) is list)
+                                                             and len(out) == 2)):
+        sk = _fast.scalars_key((k, metric, sorted, backend, algo, dtype, num_threads))
+        if sk is not None:
+            arrs = (queries, base) + ((None, None) if out is None else tuple(out)) + (workspace,)
+            s = _fast.scan(arrs)
+            if s is not None:
+                key = ("knn", sk, *s[0])
+                r = _lookup(key, arrs, s[1])
+                if r is not _fast.MISS:
+                    return r
     a, ctx, sca, ia = _knn_prepare(queries, base, k, metric, sorted, out, backend, algo, dtype, num_threads, stream)
     L = _ffi.lib()
     _run("knn_topk", ctx, L.ltk_knn_topk, L.ltk_knn_workspace_size, a, a.B, workspace, stats)
+    if key is not None:
+        allocs = [(i, (a.B, a.k), dn) for i, dn in ((2, "float32"), (3, "int64")) if arrs[i] is None]
+        _fast.remember(key, lambda: _fast.Plan("knn_topk", L.ltk_knn_topk, a, ctx, arrs,
+                                               ("queries", "base", "out_scores", "out_idx", None), allocs, (2, 3),
+                                               ws_slot=4))
     return sca.obj, ia.obj
 
 
@@ -843,11 +926,31 @@ def select_topk(scores, k, starts=None, ends=None, *, sorted=True, relative=True
     ``torch.topk`` (int64 indices, ties unspecified, NaN ranked largest) the indices are int32, ties
     are resolved, and NaN ranks last.
     """
+    key = None
+    if stats is None and stream is None and (out is None or ((type(out) is tuple or type(out) is list)
+                                                             and len(out) == 2)):
+        sk = _fast.scalars_key((k, sorted, relative, backend, algo, dtype, num_threads))
+        if sk is not None:
+            # int starts/ends of a 1-D call and Python lists take the full path (scan refuses them)
+            arrs = (scores, starts, ends) + ((None, None) if out is None else tuple(out)) + (workspace,)
+            s = _fast.scan(arrs)
+            if s is not None:
+                key = ("select", sk, *s[0])
+                r = _lookup(key, arrs, s[1])
+                if r is not _fast.MISS:
+                    return r
     a, ctx, va, ia, keep = _select_prepare(scores, k, starts, ends, sorted, relative, out, backend, algo, dtype,
                                            num_threads, stream)
     L = _ffi.lib()
     _run("select_topk", ctx, L.ltk_select_topk, L.ltk_select_workspace_size, a, a.rows, workspace, stats)
     del keep
+    if key is not None:
+        oshape = tuple(va.shape)
+        allocs = [(i, oshape, dn) for i, dn in ((3, "float32"), (4, "int32")) if arrs[i] is None]
+        ranges = ((1, 2, a.cols),) if starts is not None and not ctx.is_cuda else ()
+        _fast.remember(key, lambda: _fast.Plan("select_topk", L.ltk_select_topk, a, ctx, arrs,
+                                               ("scores", "starts", "ends", "out_scores", "out_idx", None), allocs,
+                                               (3, 4), ws_slot=5, ranges=ranges))
     return va.obj, ia.obj
 
 
@@ -1253,6 +1356,21 @@ def prefill(q, kv, kv_scale, weights, topk, *, m=1, chunk=0, sample_size=0, sort
     scores : float32 array [L, topk], only with ``return_scores``
     workspace_bytes : int, only with ``return_workspace_bytes``
     """
+    key = None
+    if callback is None and stream is None:
+        sk = _fast.scalars_key((topk, m, chunk, sample_size, sorted, return_scores, store, progress, backend, algo,
+                                dtype, num_threads, return_workspace_bytes))
+        o = _out_pair(out)
+        if sk is not None and o is not None:
+            arrs = (q, kv, kv_scale, weights, o[0], o[1], workspace)
+            s = _fast.scan(arrs)
+            if s is not None:
+                key = ("prefill", sk, *s[0])
+                plan = _fast.plans().get(key)
+                if plan is not None:
+                    r = _prefill_fast(plan, arrs, s[1])
+                    if r is not _fast.MISS:
+                        return r
     a, ctx, ia, sca = _prefill_prepare(q, kv, kv_scale, weights, topk, m, chunk, sample_size, sorted, return_scores,
                                        out, store, callback, progress, backend, algo, dtype, num_threads, stream)
     run_fn = _ffi.entry("ltk_prefill_run")
@@ -1282,10 +1400,35 @@ def prefill(q, kv, kv_scale, weights, topk, *, m=1, chunk=0, sample_size=0, sort
         raise
     if failure:
         raise failure[0]
+    if key is not None:
+        allocs = [(4, (a.L, a.k), "int32")] if arrs[4] is None else []
+        if sca is not None and arrs[5] is None:
+            allocs.append((5, (a.L, a.k), "float32"))
+        # the size is a function of the key: the shapes, options and which pointers are NULL
+        extra = (sca is not None, need, return_workspace_bytes)
+        _fast.remember(key, lambda: _fast.Plan(
+            "prefill", run_fn, a, ctx, arrs, ("q", "kv", "kv_scale", "weights", "out_idx", "out_scores", None), allocs,
+            (4, 5) if sca is not None else (4,), ws_slot=6, extra=extra))
     res = None if ia is None else (ia.obj if sca is None else (ia.obj, sca.obj))
     if return_workspace_bytes:
         return res, need
     return res
+
+
+def _prefill_fast(plan, arrs, ptrs):
+    """prefill() through a cached plan: as the full path, a CUDA call without a workspace gets one
+    from torch's allocator on the current stream."""
+    scores, need, ret_bytes = plan.extra
+    if arrs[6] is None and plan.cuda is not None and need:
+        t = _torch()
+        arrs = arrs[:6] + (t.empty(need, dtype=t.uint8, device=t.device("cuda", plan.cuda)),)
+        ptrs = list(ptrs)
+        ptrs[6] = arrs[6].data_ptr()
+        plan.ws_bytes = need  # (the plan's workspace slot was None when cached: no size recorded)
+    r = plan.call(arrs, ptrs)
+    if r is _fast.MISS:
+        return r
+    return (r, need) if ret_bytes else r
 
 
 LiteTopKErrorTypes = _ffi.LiteTopKError
