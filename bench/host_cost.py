@@ -262,6 +262,11 @@ def main():
             for _ in range(3):
                 fn()
         torch.cuda.synchronize()
+        from litetopk import _fast
+        h0 = _fast.HITS[0]
+        for _ in range(10):
+            py_ws()
+        print(f"  {name}: {_fast.HITS[0] - h0} of 10 python_ws calls answered by a cached plan", flush=True)
         for p, fn in paths.items():
             rec = dict(op="host", harness="bench/host_cost.py", case=name, shape=what, path=p.split("_")[0],
                        workspace=p.endswith("_ws"), enqueue_us=enqueue_us(fn, a.reps),

@@ -30,6 +30,7 @@ from . import _ffi
 from ._arrays import np_ptr
 
 MISS = object()
+HITS = [0]  # calls answered by a cached plan (bench/host_cost.py reports it: a path that never hits is slow)
 MAX_PLANS = 256  # per thread; the oldest entry goes first (a serving loop sees a handful of layouts)
 _tls = threading.local()
 _ND = np.ndarray
@@ -224,6 +225,7 @@ class Plan:
             self.busy = False
         if st:
             _ffi.check(st, self.name)
+        HITS[0] += 1
         return self.outs(arrs)
 
 

@@ -29,8 +29,6 @@
  * order within the k slots may vary from run to run, as the contract allows). */
 #include <cub/device/device_segmented_radix_sort.cuh>
 
-#include <stdlib.h>
-
 #include "cuda-common.cuh"
 #include "select.cuh"
 
@@ -50,7 +48,6 @@ struct sel_params {
     int64_t out_stride;
     uint32_t flags;
     int P;        /* CTAs per row (fast tier) */
-    int inline_sample; /* P > 1: every CTA of a row draws the row's sample itself (no sample kernel) */
     uint32_t cap; /* candidate capacity of one CTA */
     /* workspace */
     uint32_t *row_t, *row_cnt, *row_done, *row_ovf, *row_eq, *row_gt; /* row_ovf: 1 overflow, 2 ties left out */
@@ -347,8 +344,10 @@ static __device__ uint32_t sel_dense(const typename ltk_dt<DT>::raw *row, int64_
 
 /* Sorts (unless unsorted) and writes k composites held in shared memory. E: ltk_sort_desc's
  * elements a thread (kp / LTK_SEL_NT, from the host). Why the register network: the all-shared
- * network's 66 barrier stages at k = 2048 were half of a decode step's select (H200, B = 64 at 64K:
- * sel_fast_kernel 59.8 us sorted, 31.9 unsorted; ncu). */
+ * network's 66 barrier stages at k = 2048 were half of a decode step's select kernel under ncu
+ * (B = 64 at 64K: sel_fast_kernel 59.8 us sorted, 31.9 unsorted); in the pipeline it saved less:
+ * 64 x 1M normal rows 0.148 -> 0.142 ms (litetopk bench select, base and new in one call, H200),
+ * the decode step above 0.233 -> 0.229 ms (bench/results/h200/decode.jsonl). */
 template <int DT, int E>
 static __device__ void sel_finish_smem(const sel_params &p, int64_t r, int64_t s, uint64_t *sb, uint32_t got) {
     const typename ltk_dt<DT>::raw *row = sel_row_ptr<DT>(p, r, s);
@@ -384,8 +383,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
         }
         return;
     }
-    uint32_t t = P == 1 || p.inline_sample ? sel_sample_threshold<DT>(row, n, p.k, p.cap, ckey, 2 * (int64_t)p.cap, sm)
-                                           : p.row_t[r];
+    uint32_t t = P == 1 ? sel_sample_threshold<DT>(row, n, p.k, p.cap, ckey, 2 * (int64_t)p.cap, sm) : p.row_t[r];
     if (threadIdx.x == 0) sm->cnt = 0, sm->eq = 0;
     __syncthreads();
     int64_t L = ((n + P - 1) / P + 63) & ~(int64_t)63;
@@ -534,7 +532,6 @@ static __global__ void sel_offsets_kernel(int *off, int nseg, int seg) {
 typedef struct sel_plan {
     int fast;
     int P;
-    int inline_sample;
     uint32_t cap;
     int32_t kp;
     size_t smem;          /* dynamic shared memory of the main kernel */
@@ -582,13 +579,8 @@ static ltk_status sel_make_plan(const ltk_select_args *a, sel_plan *pl) {
             if (P > pmax) P = pmax;
             if (P < 1) P = 1;
         }
-        /* A/B switches of this build only (LTK_SEL_P_AB: CTAs a row; LTK_SEL_INLINE_AB=1: no sample kernel) */
-        const char *ev = getenv("LTK_SEL_P_AB");
-        if (ev && atoi(ev) > 0) P = atoi(ev);
-        ev = getenv("LTK_SEL_INLINE_AB");
-        pl->inline_sample = P > 1 && ev && atoi(ev) == 1;
         pl->P = (int)P;
-        pl->sample_smem = P > 1 && !pl->inline_sample ? base + SEL_SAMPLE_MAX * 4 : 0;
+        pl->sample_smem = P > 1 ? base + SEL_SAMPLE_MAX * 4 : 0;
     } else {
         pl->smem_sort = kp <= SEL_SMEM_SORT_MAX && base + (size_t)kp * 8 <= (size_t)smem_optin;
         pl->smem = base + (pl->smem_sort ? (size_t)kp * 8 : 0);
@@ -642,10 +634,7 @@ extern "C" ltk_status ltk_cuda_select_workspace(const ltk_select_args *a, const 
 template <int DT, int E>
 static ltk_status sel_launch_fast(const ltk_select_args *a, const sel_plan *pl, sel_params p, cudaStream_t st) {
     LTK_FORWARD_IF((sel_kernel_attrs<DT, E>(pl->smem, 0, pl->sample_smem)));
-    if (pl->P > 1 && pl->inline_sample) {
-        /* the row counters of the last-CTA pattern, which the sample kernel clears otherwise */
-        LTK_CUDA_TRY(cudaMemsetAsync(p.row_cnt, 0, (size_t)((uint8_t *)p.st_cand - (uint8_t *)p.row_cnt), st));
-    } else if (pl->P > 1) {
+    if (pl->P > 1) {
         sel_sample_kernel<DT><<<(unsigned)a->rows, LTK_SEL_NT, pl->sample_smem, st>>>(p);
         LTK_CUDA_TRY(cudaGetLastError());
     }
@@ -717,7 +706,6 @@ extern "C" ltk_status ltk_cuda_select(const ltk_select_args *a, const ltk_exec *
     p.out_stride = a->out_stride;
     p.flags = a->flags;
     p.P = pl.P;
-    p.inline_sample = pl.inline_sample;
     p.cap = pl.cap;
     p.row_t = (uint32_t *)(w + pl.o_rowt);
     p.row_cnt = (uint32_t *)(w + pl.o_cnt);
