@@ -34,7 +34,9 @@ def newest_run(recs, harness):
     mine = [r for r in recs if r.get("harness") == harness]
     if not mine:
         return []
-    best = max((r.get("date", ""), r.get("commit", "")) for r in mine)
+    # newest by date, then by timestamp within it (a commit hash says nothing of its age)
+    last = max(mine, key=lambda r: (r.get("date", ""), r.get("timestamp", "")))
+    best = (last.get("date", ""), last.get("commit", ""))
     return [r for r in mine if (r.get("date", ""), r.get("commit", "")) == best]
 
 
@@ -173,21 +175,24 @@ def select_h200():
 
 def select_dist_h200():
     """The distribution suite of `litetopk bench select --dist` (fp32, k = 2048): the newest commit's
-    run and, where the same day's records hold it, the commit it was measured against."""
+    run of the whole suite (10 distributions or more: a spot check of a few does not replace it) and,
+    where the same day's records hold it, the commit it was measured against."""
     mine = [r for r in load("h200", "select") if r.get("harness") == "litetopk bench select"
             and r.get("dtype") in ("f32", "float32") and r.get("k") == 2048]
-    if not mine:
+    suite, first = {}, {}  # (date, commit): its distributions; its first line (the older code ran first)
+    for r in mine:
+        key = (r["date"], r["commit"])
+        suite.setdefault(key, set()).add(r["dist"])
+        first[key] = min(first.get(key, "~"), r.get("timestamp", ""))
+    full = [key for key, d in suite.items() if len(d) >= 10]
+    if not full:
         return None
-    day = max(r["date"] for r in mine)
+    day, newest = max(full, key=lambda key: (key[0], first[key]))
     today = [r for r in mine if r["date"] == day]
-    first = {}  # a commit's first line that day: the code measured first is the older one
-    for r in today:
-        first[r["commit"]] = min(first.get(r["commit"], "~"), r.get("timestamp", ""))
-    newest = max(first, key=first.get)
     run = [r for r in today if r["commit"] == newest]
-    base = {(r["rows"], r["dist"]): r for r in today if r["commit"] != newest}
+    base = {(r["rows"], r["dist"]): r for r in today if r["commit"] != newest and first[(day, r["commit"])] < first[(day, newest)]}
     ours = {(r["rows"], r["dist"]): r for r in run}
-    before = sorted({r["commit"] for r in today if r["commit"] != newest})
+    before = sorted({r["commit"] for r in today if r["commit"] != newest and first[(day, r["commit"])] < first[(day, newest)]})
     rows = []
     dists = [d for d in dict.fromkeys(r["dist"] for r in run)]
     for d in dists:
@@ -205,7 +210,7 @@ def select_dist_h200():
 
 def decode_h200():
     recs = load("h200", "decode")
-    grid = [r for r in recs if r.get("H") == 64 and "order A/B" not in r.get("note", "")]
+    grid = [r for r in recs if r.get("H") == 64 and "A/B" not in r.get("note", "")]
     run = newest_run(grid, "litetopk bench decode")
     if not run:
         return None
