@@ -423,9 +423,11 @@ static const char *dt_name(ltk_dtype dt) {
 /* ================================================================================================
  * indexer
  * ============================================================================================== */
-enum { G_RANDOM, G_GRID, G_EQUAL, G_TIES, G_INC, G_DEC, G_NONFINITE, G_NANHEAVY, G_NANINPUT, G_DENORM, G_EDGE, G_PERIODIC };
+enum { G_RANDOM, G_GRID, G_EQUAL, G_TIES, G_INC, G_DEC, G_NONFINITE, G_NANHEAVY, G_NANINPUT, G_DENORM, G_EDGE, G_PERIODIC,
+       G_PLATEAU, G_DISTINCT };
 static const char *gen_name[] = {"random", "grid", "all-equal", "ties", "increasing", "decreasing",
-                                 "nan/inf", "nan-heavy", "nan-input", "denormal", "bin-edges", "periodic"};
+                                 "nan/inf", "nan-heavy", "nan-input", "denormal", "bin-edges", "periodic",
+                                 "zero-plateau", "distinct"};
 
 /* Integers in [0, 256], exact in every dtype, 0 and 256 frequent: with a score range of 256 the
  * edges of equal-width bins fall exactly on score values, and many entries tie on each of them. */
@@ -448,6 +450,10 @@ typedef struct {
     uint32_t flags;
     int gen, ranges, strided, scale, state, threads;
     int32_t hotcap; /* state capacity (sample_size); 0: 3k */
+    /* G_PLATEAU: keys scoring > 0 (the rest score exactly 0 after the ReLU); G_DISTINCT: distinct keys */
+    int64_t m;
+    /* magnitudes: kv_scale times 10^scale_exp (with .scale), weights times 10^w_exp */
+    int scale_exp, w_exp;
 } icase;
 
 typedef struct {
@@ -542,15 +548,19 @@ static int iprob_make(iprob *p, const icase *c) {
     p->exact = grid || g == G_DENORM;
     p->exact_set = g == G_INC || g == G_DEC;
     if (g == G_INC || g == G_DEC) p->exact = 0;
+    if (c->scale_exp || c->w_exp) p->exact = 0; /* powers of ten: the scores round (checked to rel_tol of the row) */
     /* stride padding: NaN everywhere, so reading it shows */
     for (int64_t i = 0; i < T * p->qs; i++) put_val(p->q, c->dt, i, NAN);
     for (int64_t i = 0; i < S * p->kvs; i++) put_val(p->kv, c->dt, i, NAN);
     for (int64_t i = 0; i < T * p->ws; i++) p->w[i] = NAN;
     /* queries and weights */
+    float *u = malloc(sizeof(float) * (size_t)D); /* G_PLATEAU: every head's query; keys are c u or -u */
+    for (int64_t d = 0; d < D; d++) u[d] = d == 0 ? 1.0f : grid_val();
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < H * D; i++) {
             int64_t at = t * p->qs + i;
-            if (g == G_RANDOM) put_rand(p->q, c->dt, at);
+            if (g == G_PLATEAU) put_val(p->q, c->dt, at, u[i % D]);
+            else if (g == G_RANDOM) put_rand(p->q, c->dt, at);
             else if (g == G_DENORM) put_val(p->q, c->dt, at, (float)rng_range(-3, 3));
             else if (g == G_INC || g == G_DEC || g == G_PERIODIC) put_val(p->q, c->dt, at, (float)rng_range(1, 4) * 0.25f);
             else if (g == G_EDGE) put_val(p->q, c->dt, at, i == 0 ? 1.0f : 0.0f); /* score = relu(kv[s][0]) */
@@ -563,23 +573,42 @@ static int iprob_make(iprob *p, const icase *c) {
             if (g == G_DENORM && rng_below(2)) w = -w;
             if (g == G_TIES && t == 0 && T > 1) w = 0.0f; /* row 0: every score 0 */
             if (g == G_EDGE) w = h == 0 ? 1.0f : 0.0f;
+            if (g == G_PLATEAU) w = fabsf(w); /* a positive dot scores > 0 */
+            if (c->w_exp) w *= powf(10.0f, (float)c->w_exp);
             p->w[t * p->ws + h] = w;
         }
     if (g == G_NANINPUT && T > 1) put_val(p->q, c->dt, (T - 1) * p->qs, NAN); /* last row: all NaN */
     /* keys and scales */
     enum { NG = 4 };
     float gscale[NG] = {1.0f, 1.0f, 0.5f, 0.0f};
+    /* G_PLATEAU: exactly min(m, S) positive keys, at random positions (a partial shuffle) */
+    uint8_t *pos = NULL;
+    if (g == G_PLATEAU) {
+        int64_t *perm = malloc(sizeof(int64_t) * (size_t)(S + 1));
+        pos = calloc((size_t)S + 1, 1);
+        for (int64_t i = 0; i < S; i++) perm[i] = i;
+        for (int64_t i = 0; i < c->m && i < S; i++) {
+            int64_t j = i + rng_below(S - i), x = perm[i];
+            perm[i] = perm[j], perm[j] = x;
+            pos[perm[i]] = 1;
+        }
+        free(perm);
+    }
     for (int64_t s = 0; s < S; s++) {
         int64_t at = s * p->kvs;
         int64_t src = -1; /* copy of an earlier key */
         if (g == G_EQUAL || g == G_INC || g == G_DEC) src = s > 0 ? 0 : -1;
         if (g == G_TIES) src = s >= NG ? rng_below(NG) : -1;
+        if (g == G_DISTINCT) src = s >= c->m ? rng_below(c->m) : -1;
+        /* G_PLATEAU: m keys at random positions are c u (c in 1..4: four positive scores), the rest -u */
+        const float pc = g == G_PLATEAU ? (pos[s] ? (float)rng_range(1, 4) : -1.0f) : 0.0f;
         for (int64_t d = 0; d < D; d++) {
             if (src >= 0) {
                 memcpy((char *)p->kv + p->el * (size_t)(at + d), (char *)p->kv + p->el * (size_t)(src * p->kvs + d), p->el);
                 continue;
             }
-            if (g == G_RANDOM) put_rand(p->kv, c->dt, at + d);
+            if (g == G_PLATEAU) put_val(p->kv, c->dt, at + d, pc * u[d]);
+            else if (g == G_RANDOM) put_rand(p->kv, c->dt, at + d);
             else if (g == G_DENORM) put_val(p->kv, c->dt, at + d, ldexpf((float)rng_range(-7, 7), -140));
             else if (g == G_INC || g == G_DEC || g == G_PERIODIC) put_val(p->kv, c->dt, at + d, (float)rng_range(1, 4) * 0.25f);
             else if (g == G_EDGE) put_val(p->kv, c->dt, at + d, d == 0 ? edge_val(c->dt) : grid_val());
@@ -604,10 +633,14 @@ static int iprob_make(iprob *p, const icase *c) {
         case G_NANHEAVY: sc = rng_below(20) ? NAN : 1.0f; break;
         case G_EDGE: sc = 1.0f; break;
         case G_PERIODIC: sc = s % 4 == 0 ? 8.0f : 1.0f; break; /* every 4th key on top */
+        case G_PLATEAU: case G_DISTINCT: sc = 1.0f; break;
         default: sc = ldexpf(1.0f, (int)rng_range(-2, 1)); break;
         }
+        if (c->scale_exp) sc *= powf(10.0f, (float)c->scale_exp);
         p->scale[s] = sc;
     }
+    free(u);
+    free(pos);
     make_ranges(p);
     /* float64 scores and row magnitudes: sum of |terms| bounds the rounding of any fp32 order */
     double *qd = malloc(sizeof(double) * (size_t)(H * D)), *kd = malloc(sizeof(double) * (size_t)(S * D + 1));
@@ -793,10 +826,11 @@ static void indexer_case(const icase *c) {
     iprob_make(&p, c);
     char desc[400];
     snprintf(desc, sizeof desc,
-             "indexer T=%lld S=%lld H=%d D=%d k=%d %s gen=%s ranges=%s flags=%s%s strided=%d scale=%d state=%s",
+             "indexer T=%lld S=%lld H=%d D=%d k=%d %s gen=%s ranges=%s flags=%s%s strided=%d scale=%d state=%s m=%lld "
+             "scale 1e%d weights 1e%d",
              (long long)c->T, (long long)c->S, c->H, c->D, c->k, dt_name(c->dt), gen_name[c->gen],
              range_name[c->ranges], (c->flags & LTK_FLAG_UNSORTED) ? "U" : "-", (c->flags & LTK_FLAG_ABSOLUTE) ? "A" : "-",
-             c->strided, p.c.scale, state_name[c->state]);
+             c->strided, p.c.scale, state_name[c->state], (long long)c->m, c->scale_exp, c->w_exp);
     test_ctx("%s", desc);
     /* ref: sorted, with scores; its indices made absolute */
     irun r = {0};
@@ -1444,6 +1478,48 @@ static void test_indexer_denormal(void) {
     run_icases(cs, sizeof cs / sizeof cs[0]);
 }
 
+/* The zero plateau (issue 22): m keys score > 0 (four values), the rest exactly 0 after the ReLU,
+ * for m in {0, k/2, k - 1, k, 4k}: whenever fewer than k keys score above 0 the k-th sits inside
+ * a class of exact zeros, answered by the lowest indices; also S long enough for the filter. */
+static void test_indexer_zero_plateau(void) {
+    const int32_t k = 512;
+    const int64_t ms[] = {0, k / 2, k - 1, k, 4 * k};
+    for (int i = 0; i < 5; i++) {
+        icase c = IC(.T = 3, .S = 30000, .H = 8, .D = 32, .k = k, .dt = idt[i % 3], .gen = G_PLATEAU, .m = ms[i],
+                     .flags = i % 2 ? LTK_FLAG_UNSORTED : 0, .ranges = i == 3 ? R_RANDOM : R_NONE);
+        indexer_case(&c);
+    }
+    icase big = IC(.T = 2, .S = 70000, .H = 4, .D = 32, .k = 2048, .dt = LTK_DTYPE_E4M3, .gen = G_PLATEAU, .m = 2047);
+    indexer_case(&big);
+}
+
+/* Keys of 2, 4 or 16 distinct values (copies of the first m keys): every row has m distinct scores. */
+static void test_indexer_distinct(void) {
+    const int64_t ns[] = {2, 4, 16};
+    for (int i = 0; i < 3; i++) {
+        icase c = IC(.T = 3, .S = 20000, .H = 4, .D = 32, .k = 1000, .dt = idt[i], .gen = G_DISTINCT, .m = ns[i],
+                     .scale = 1, .flags = i == 1 ? LTK_FLAG_UNSORTED : 0);
+        indexer_case(&c);
+    }
+}
+
+/* Magnitudes (issue 22): kv_scale or the weights scaled by 1e-30 .. 1e30, every backend's set and
+ * scores against float64 on the same rounded inputs, to rel_tol of the row's magnitude (1e-4 on
+ * the CPU, 1e-2 on the GPU's FP8/bf16 tensor cores). A backend that scores in a fixed-point screen
+ * or bins on an absolute scale would lose keys here. */
+static void test_indexer_magnitudes(void) {
+    static const int exps[] = {30, -30, 20, -20, 10, -10};
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 3; j++) {
+            icase c = IC(.T = 3, .S = j == 2 ? 20000 : 3000, .H = 16, .D = 32, .k = j == 2 ? 512 : 200, .dt = idt[j],
+                         .gen = G_RANDOM, .scale = 1, .scale_exp = exps[i], .flags = (uint32_t)(i % 2));
+            indexer_case(&c);
+            icase w = c;
+            w.scale_exp = 0, w.w_exp = exps[i];
+            indexer_case(&w);
+        }
+}
+
 /* Ranges: causal prefill, sliding windows, several requests packed along S (ks != 0), empty rows
  * (ks == ke, at 0, inside and at S), random; relative and absolute indices. */
 static void test_indexer_ranges(void) {
@@ -1839,7 +1915,8 @@ int main(int argc, char **argv) {
         T_ENTRY(test_knn_k_edges),          T_ENTRY(test_indexer_random),       T_ENTRY(test_indexer_k_edges),
         T_ENTRY(test_indexer_all_equal),    T_ENTRY(test_indexer_flat_overflow), T_ENTRY(test_indexer_ties_boundary),
         T_ENTRY(test_indexer_monotone),     T_ENTRY(test_indexer_nonfinite),    T_ENTRY(test_indexer_nan_inputs),
-        T_ENTRY(test_indexer_denormal),     T_ENTRY(test_indexer_periodic),     T_ENTRY(test_indexer_ranges),       T_ENTRY(test_indexer_strided),
+        T_ENTRY(test_indexer_denormal),     T_ENTRY(test_indexer_zero_plateau), T_ENTRY(test_indexer_distinct),
+        T_ENTRY(test_indexer_magnitudes),     T_ENTRY(test_indexer_periodic),     T_ENTRY(test_indexer_ranges),       T_ENTRY(test_indexer_strided),
         T_ENTRY(test_indexer_hot_set),      T_ENTRY(test_indexer_dense_dispatch), T_ENTRY(test_concurrent_calls),
     };
     int rc = T_RUN_ALL(tests);

@@ -76,7 +76,7 @@ static ltk_status make_inputs(decode_bench *b, const ltk_decode_args *a, uint64_
         if (n < a->next_n) n = a->next_n;
         (*lens)[i] = (int32_t)n;
         b->cached += (double)n;
-        gen_dsa_spec spec = {n - a->next_n, a->next_n, a->H, a->D, LTK_DTYPE_E4M3, seed * 1000003u + (uint64_t)i, 0.95};
+        gen_dsa_spec spec = {n - a->next_n, a->next_n, a->H, a->D, LTK_DTYPE_E4M3, seed * 1000003u + (uint64_t)i, 0.95, NULL, 0};
         gen_dsa d;
         st = gen_dsa_make(&spec, &d);
         if (st) break;

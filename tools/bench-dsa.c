@@ -14,6 +14,7 @@ typedef struct dsa_bench {
     const bench_env *env;
     int use_state;
     int64_t T, S, H, D, k, chunk;
+    const char *dist;
 } dsa_bench;
 
 static ltk_status dsa_setup(void *c, ltk_algo algo, size_t *aux) {
@@ -42,17 +43,21 @@ static void dsa_json(void *c, cli_json *j) {
     cli_json_int(j, "T", b->T), cli_json_int(j, "S", b->S), cli_json_int(j, "H", b->H), cli_json_int(j, "D", b->D);
     cli_json_int(j, "k", b->k), cli_json_int(j, "chunk", b->chunk);
     cli_json_bool(j, "state", b->use_state);
+    cli_json_str(j, "dist", b->dist);
 }
 
-static const char dsa_usage[] = "bench dsa [--T N --S N --H N --D N -k K --chunk N --dtype T --cold] [--backend auto|cpu|cuda|ref] [--algos fused,materialize,score_only]\n"
+static const char dsa_usage[] = "bench dsa [--T N --S N --H N --D N -k K --chunk N --dtype T --cold --dist D] [--backend auto|cpu|cuda|ref] [--algos fused,materialize,score_only]\n"
     "                      [--reps N] [--json FILE]";
 static const char dsa_about[] =
     "The DSA indexer: T queries at the end of an S-key causal context (ke = S - T + t + 1), in calls of\n"
     "--chunk rows with the hot set carried between calls (--cold: none); fused against materialize on the\n"
-    "same generated inputs (tools/gen.c, gen_dsa_make). TFLOP/s = 2 H D (visible keys) / time.";
+    "same generated inputs (tools/gen.c, gen_dsa_make). TFLOP/s = 2 H D (visible keys) / time.\n"
+    "--dist reshapes the inputs so that every row's scores follow one distribution of the suite: dsa\n"
+    "(default), equal, zero, distinct2|4|16, plateau0|-half|-k1|-k|-4k (m = 0, k/2, k-1, k, 4k keys\n"
+    "score > 0, the rest exactly 0), scale-hi|-lo (scores x 1e30 / 1e-30); tools/gen.h documents each.";
 
 int bench_dsa_main(int argc, char **argv) {
-    const char *cmd = "bench dsa", *dtype_s = "e4m3";
+    const char *cmd = "bench dsa", *dtype_s = "e4m3", *dist = "dsa";
     int64_t T = -1, S = -1, H = 64, D = 128, chunk = -1, rho_pct = 95;
     int cold = 0;
     cli_opt opts[] = {
@@ -64,6 +69,7 @@ int bench_dsa_main(int argc, char **argv) {
         {"--dtype", NULL, CLI_STR, &dtype_s, "T", "e4m3 (default), bf16 or f32", 0, 0, 0},
         {"--rho", NULL, CLI_INT, &rho_pct, "PCT", "adjacent-query correlation in percent (default 95)", 0, 100, 0},
         {"--cold", NULL, CLI_FLAG, &cold, NULL, "no hot-set state between chunks", 0, 0, 0},
+        {"--dist", NULL, CLI_STR, &dist, "D", "score distribution of the suite (default dsa; see below)", 0, 0, 0},
     };
     bench_common c;
     BENCH_PARSE(cmd, dsa_usage, dsa_about, opts, &c);
@@ -85,10 +91,11 @@ int bench_dsa_main(int argc, char **argv) {
         return cli_usage_error(cmd, "T=%lld exceeds S=%lld (the queries are the last T keys)", (long long)T,
                                (long long)S);
     if (chunk > T) chunk = T;
+    if (!gen_dsa_dist_known(dist)) return cli_usage_error(cmd, "--dist %s: not one of the suite (litetopk help bench dsa)", dist);
     static dsa_bench b;
     memset(&b, 0, sizeof b);
-    b.env = &env, b.use_state = !cold, b.T = T, b.S = S, b.H = H, b.D = D, b.k = k, b.chunk = chunk;
-    gen_dsa_spec spec = {S - T, T, (int32_t)H, (int32_t)D, dtype, (uint64_t)c.seed, (double)rho_pct / 100.0};
+    b.env = &env, b.use_state = !cold, b.T = T, b.S = S, b.H = H, b.D = D, b.k = k, b.chunk = chunk, b.dist = dist;
+    gen_dsa_spec spec = {S - T, T, (int32_t)H, (int32_t)D, dtype, (uint64_t)c.seed, (double)rho_pct / 100.0, dist, k};
     ltk_status st = dsa_inputs_make(&spec, chunk, (int32_t)k, env.flags, env.on_device, &b.in);
     if (st) {
         fprintf(stderr, "litetopk %s: %s\n", cmd, tool_last_error());
@@ -102,8 +109,9 @@ int bench_dsa_main(int argc, char **argv) {
     op.rows = T, op.k = (int32_t)k, op.idx_size = 4;
     op.fp8_ceiling = 1;
     op.flops = 2.0 * (double)H * (double)D * b.in.host.visible;
-    snprintf(op.shape, sizeof op.shape, "T=%lld S=%lld H=%lld D=%lld k=%lld chunk=%lld%s", (long long)T, (long long)S,
-             (long long)H, (long long)D, (long long)k, (long long)chunk, cold ? " cold" : " hot-set carry");
+    snprintf(op.shape, sizeof op.shape, "T=%lld S=%lld H=%lld D=%lld k=%lld chunk=%lld%s dist=%s", (long long)T,
+             (long long)S, (long long)H, (long long)D, (long long)k, (long long)chunk, cold ? " cold" : " hot-set carry",
+             dist);
     int exit_code = bench_all(&env, &op);
     dsa_inputs_free(&b.in);
     return exit_code;

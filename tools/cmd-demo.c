@@ -227,7 +227,7 @@ int cmd_demo(int argc, char **argv) {
 
     char device[256], b1[32], b2[32];
     devmem_device_name(on_device, device, sizeof device);
-    gen_dsa_spec spec = {ctx, chunk * chunks, (int32_t)H, (int32_t)D, dtype, (uint64_t)seed, 0.95};
+    gen_dsa_spec spec = {ctx, chunk * chunks, (int32_t)H, (int32_t)D, dtype, (uint64_t)seed, 0.95, NULL, 0};
     int64_t T = spec.T, S = ctx + T;
     printf("litetopk demo: DSA indexer prefill on %s (%s)\n", ltk_backend_name(backend), device);
     printf("  H=%lld D=%lld k=%lld dtype=%s; %lld cached keys + %lld chunks x %lld queries (S=%lld),\n"

@@ -82,7 +82,7 @@ int cmd_prefill(int argc, char **argv) {
     /* Inputs: the demo's DSA generator with no prefix (ctx = 0, T = L query tokens, L keys), of which
      * the first L/m serve as the compressed keys. Adjacent queries are correlated (rho 0.95), so the
      * hot set carried between chunks matters, as it does on real indexers. */
-    gen_dsa_spec spec = {0, L, (int32_t)H, (int32_t)D, LTK_DTYPE_E4M3, (uint64_t)seed, 0.95};
+    gen_dsa_spec spec = {0, L, (int32_t)H, (int32_t)D, LTK_DTYPE_E4M3, (uint64_t)seed, 0.95, NULL, 0};
     gen_dsa g;
     ltk_status st = gen_dsa_make(&spec, &g);
     if (st) {

@@ -159,6 +159,90 @@ void gen_dsa_free(gen_dsa *d) {
  */
 #define GEN_BLOCK 1024
 
+const char *const gen_dsa_dists[] = {"dsa", "equal", "zero", "distinct2", "distinct4", "distinct16", "plateau0",
+                                     "plateau-half", "plateau-k1", "plateau-k", "plateau-4k", "scale-hi", "scale-lo",
+                                     NULL};
+
+int gen_dsa_dist_known(const char *name) {
+    for (int i = 0; gen_dsa_dists[i]; i++)
+        if (!strcmp(name, gen_dsa_dists[i])) return 1;
+    return 0;
+}
+
+/* Element i of a [n] array of dtype dt: copy from j, or the negation of j (the sign bit flipped:
+ * exact in e4m3, bf16 and f32). */
+static void dsa_put(void *a, size_t es, int64_t i, int64_t j, int neg) {
+    uint8_t *p = (uint8_t *)a;
+    memmove(p + (size_t)i * es, p + (size_t)j * es, es);
+    if (neg) p[(size_t)i * es + es - 1] ^= 0x80u; /* little-endian: the sign is in the last byte */
+}
+
+/* Reshapes the generated inputs so that the scores follow spec->dist (gen_dsa_dists). */
+static ltk_status dsa_reshape(const gen_dsa_spec *spec, gen_dsa *d) {
+    const char *dist = spec->dist;
+    if (!dist || !strcmp(dist, "dsa")) return LTK_OK;
+    if (!gen_dsa_dist_known(dist)) return tool_fail(LTK_EINVAL, "DSA generator: unknown distribution '%s'", dist);
+    const int64_t S = d->S, T = d->T, H = d->H, D = d->D, k = spec->k > 0 ? spec->k : 2048;
+    const size_t es = ltk_dtype_size(d->dtype);
+    if (!strncmp(dist, "scale-", 6)) {
+        const float f = !strcmp(dist, "scale-hi") ? 1e30f : 1e-30f;
+        if (d->kv_scale)
+            for (int64_t s = 0; s < S; s++) d->kv_scale[s] *= f;
+        else
+            for (int64_t i = 0; i < T * H; i++) d->weights[i] *= f;
+        return LTK_OK;
+    }
+    if (!strncmp(dist, "distinct", 8)) {
+        const int64_t n = atoi(dist + 8);
+        for (int64_t s = n; s < S; s++) {
+            for (int64_t x = 0; x < D; x++) dsa_put(d->kv, es, s * D + x, (s % n) * D + x, 0);
+            if (d->kv_scale) d->kv_scale[s] = d->kv_scale[s % n];
+        }
+        return LTK_OK;
+    }
+    /* equal, zero and the plateaus start from every key a copy of the first */
+    int64_t m = -1; /* keys scoring > 0 (plateaus), -1: all (equal) */
+    if (!strcmp(dist, "zero") || !strcmp(dist, "plateau0")) m = 0;
+    else if (!strcmp(dist, "plateau-half")) m = k / 2;
+    else if (!strcmp(dist, "plateau-k1")) m = k - 1;
+    else if (!strcmp(dist, "plateau-k")) m = k;
+    else if (!strcmp(dist, "plateau-4k")) m = 4 * k;
+    uint8_t *pos = calloc((size_t)(S > 0 ? S : 1), 1);
+    int64_t *perm = malloc(sizeof(int64_t) * (size_t)(S > 0 ? S : 1));
+    if (!pos || !perm) {
+        free(pos), free(perm);
+        return tool_fail(LTK_ENOMEM, "DSA generator: out of memory for a plateau of %lld keys", (long long)S);
+    }
+    gen_rng rng;
+    gen_rng_seed(&rng, spec->seed ^ 0x9e3779b97f4a7c15ull);
+    for (int64_t i = 0; i < S; i++) perm[i] = i;
+    for (int64_t i = 0; i < (m < 0 ? S : m) && i < S; i++) { /* exactly min(m, S) positions */
+        int64_t j = i + (int64_t)(gen_u64(&rng) % (uint64_t)(S - i)), x = perm[i];
+        perm[i] = perm[j], perm[j] = x;
+        pos[perm[i]] = 1;
+    }
+    for (int64_t s = 1; s < S; s++) {
+        for (int64_t x = 0; x < D; x++) dsa_put(d->kv, es, s * D + x, x, m >= 0 && !pos[s]);
+        if (d->kv_scale) d->kv_scale[s] = m < 0 ? d->kv_scale[0] : d->kv_scale[s]; /* plateaus: distinct > 0 */
+    }
+    if (m >= 0) { /* key 0 itself: negated unless it is one of the m */
+        if (!pos[0])
+            for (int64_t x = 0; x < D; x++) ((uint8_t *)d->kv)[(size_t)x * es + es - 1] ^= 0x80u;
+        /* every query head the positive key (= +-key 0), the weights' signs dropped: a positive
+         * dot then scores > 0, the negated keys' dot is < 0 and scores 0 */
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                for (int64_t x = 0; x < D; x++) {
+                    memcpy((uint8_t *)d->q + (size_t)((t * H + h) * D + x) * es, (uint8_t *)d->kv + (size_t)x * es, es);
+                    if (!pos[0]) ((uint8_t *)d->q)[(size_t)((t * H + h) * D + x) * es + es - 1] ^= 0x80u;
+                }
+                d->weights[t * H + h] = fabsf(d->weights[t * H + h]);
+            }
+    }
+    free(pos), free(perm);
+    return LTK_OK;
+}
+
 ltk_status gen_dsa_make(const gen_dsa_spec *spec, gen_dsa *out) {
     memset(out, 0, sizeof *out);
     const int64_t T = spec->T, S = spec->ctx + spec->T;
@@ -281,6 +365,8 @@ ltk_status gen_dsa_make(const gen_dsa_spec *spec, gen_dsa *out) {
         goto done;
     }
     for (int64_t t = 0; t < T; t++) out->visible += (double)(spec->ctx + t + 1);
+    st = dsa_reshape(spec, out);
+    if (st) gen_dsa_free(out);
 done:
     free(topic_dir), free(topic), free(head_c), free(head_b);
     return st;

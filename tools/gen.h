@@ -28,7 +28,23 @@ typedef struct gen_dsa_spec {
     ltk_dtype dtype; /* E4M3 (with per-key fp32 scales), BF16 or F32 */
     uint64_t seed;
     double rho;      /* correlation of adjacent queries' head vectors (0 = independent) */
+    /* NULL or "dsa": the workload above; otherwise one of gen_dsa_dists (its inputs reshaped so that
+     * every row's scores follow it; k sets the plateaus' m) */
+    const char *dist;
+    int64_t k;
 } gen_dsa_spec;
+
+/* The indexer's distribution suite (issue 22), named as the select's where they mean the same:
+ *   dsa                      the workload above
+ *   equal                    every key and scale the first key's: every score of a row equal
+ *   zero                     every score exactly 0: keys the first key, every query head its negation
+ *   distinct2/4/16           key s is key s mod n (with its scale): n distinct scores a row
+ *   plateau0, plateau-half, plateau-k1, plateau-k, plateau-4k
+ *                            m = 0, k/2, k - 1, k, 4k keys (at random positions) score > 0, the rest
+ *                            exactly 0: every query head is the first key, the others its negation
+ *   scale-hi, scale-lo       the scores times 1e30 / 1e-30 (kv_scale, or the weights without one) */
+extern const char *const gen_dsa_dists[];
+int gen_dsa_dist_known(const char *name);
 
 typedef struct gen_dsa {
     int64_t T, S;

@@ -343,7 +343,7 @@ static int write_fixture(void) {
 /* The DSA generator makes the same data whatever the number of threads (blocks of tokens with
  * their own random streams), and different data for another seed. */
 static void test_generator_threads(void) {
-    gen_dsa_spec spec = {1000, 3000, 8, 64, LTK_DTYPE_E4M3, 42, 0.95};
+    gen_dsa_spec spec = {1000, 3000, 8, 64, LTK_DTYPE_E4M3, 42, 0.95, NULL, 0};
     gen_dsa a, b, c;
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
