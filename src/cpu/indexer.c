@@ -271,7 +271,11 @@ static int row_start(const ltk_indexer_args *a, const plan *p, const ltkc_kern *
 static void gate_scores(const ltkc_kern *K, thr *x, ltkc_row *row, const float *sc, uint64_t lanes, int64_t s0,
                         const int64_t *keys) {
     uint64_t m;
-    K->gate_mask(sc, NK, row->edge, &m);
+    /* In the exact mode a score equal to the k-th best's fails: every key gated from here on has a
+     * larger index than the k-th's (keys arrive in index order), and ties go to the lower index. So
+     * the mask is strict there, and a tie class at the k-th (flat rows, a zero plateau) costs no
+     * push per key (T = 64, S = 64K, k = 2048, 2 cores: all-equal rows 185 -> see below). */
+    K->gate_mask(sc, NK, row->mode == LTKC_MODE_EXACT ? nextafterf(row->edge, INFINITY) : row->edge, &m);
     for (m &= lanes; m; m &= m - 1) {
         int j = __builtin_ctzll(m);
         ltkc_row_push(row, sc[j], keys ? keys[j] : s0 + j, &x->tmp);
@@ -323,6 +327,15 @@ static void rescan_row(const ltk_indexer_args *a, const plan *p, const ltkc_kern
  * turns off (NaN bytes, all zero), gets c1 = NaN and is always scored; a row with a non-finite
  * weight or a head the pack turns off (other than an all-zero head) is not screened at all. */
 static const float SCR_UP = 1.0f + 0x1p-12f;
+/* A row stops screening once more than SCR_OFF_FRAC of its keys survived (after SCR_OFF_MIN keys):
+ * then each key costs a screen and an exact score, more than the plain scan's exact score alone.
+ * Why: a row whose k-th best sits in a tie class or a plateau (every score equal; every score 0
+ * after the ReLU, whose bound stays > 0) has every key survive, and such rows took 2.5x the time
+ * of DSA rows (T = 64, S = 64K, k = 2048, 2 cores: fused 300 against 120 ms; materialize 165). From
+ * those figures a screened key costs ~0.45 of a survivor's exact score, which makes the screen pay
+ * below ~30% survivors; DSA rows keep 10-14%. */
+#define SCR_OFF_MIN 4096
+#define SCR_OFF_FRAC 0.3
 
 /* Packs one row's screened heads (w > 0: a head with w <= 0 adds at most 0 to the score, so the
  * bound leaves it out; T=256 S=64K: 21% fewer heads for survivors 10.7% -> 13.9% of the keys at the
@@ -500,10 +513,15 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
     }
 
     /* ---- scan ---- */
-    /* scr[r]: row r is screened in int8 first; only its survivors are scored exactly, NK at a time */
+    /* scr[r]: row r is screened in int8 first; only its survivors are scored exactly, NK at a time.
+     * scn[r], svc[r]: keys screened and survivors so far; a row whose survivors pass SCR_OFF_FRAC of
+     * the keys after SCR_OFF_MIN is scored plainly from there on (see SCR_OFF_FRAC). */
     int scr[RB], svn[RB];
+    int64_t scn[RB], svc[RB];
     memset(scr, 0, sizeof scr);
     memset(svn, 0, sizeof svn);
+    memset(scn, 0, sizeof scn);
+    memset(svc, 0, sizeof svc);
     if (mode == 0 && p->screen8)
         for (int r = 0; r < nr; r++)
             if (active[r] && x->rows[r].mode == LTKC_MODE_BINS) scr[r] = screen_row_setup(a, p, K, x, r, t0 + r, W[r]);
@@ -521,12 +539,22 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
             if (!active[r] || s0 + NK <= lo[r] || s0 >= hi[r]) continue;
             int j0 = lo[r] > s0 ? (int)(lo[r] - s0) : 0, j1 = hi[r] < s0 + n ? (int)(hi[r] - s0) : n;
             if (scr[r]) {
-                for (uint64_t m = screen_mask(p, K, x, r, j0, j1, x->rows[r].edge); m; m &= m - 1) {
+                uint64_t m = screen_mask(p, K, x, r, j0, j1, x->rows[r].edge);
+                scn[r] += j1 - j0;
+                svc[r] += __builtin_popcountll(m);
+                for (; m; m &= m - 1) {
                     x->sv[(size_t)r * NK + svn[r]++] = s0 + __builtin_ctzll(m);
                     if (svn[r] == NK) {
                         score_survivors(a, p, K, x, r, W[r], svn[r]);
                         svn[r] = 0;
                     }
+                }
+                if (scn[r] >= SCR_OFF_MIN && svc[r] > (int64_t)(SCR_OFF_FRAC * (double)scn[r])) {
+                    /* the screen does not prune this row (ties or a plateau at the gate): its
+                     * waiting survivors first, so that entries still arrive in index order */
+                    if (svn[r] > 0) score_survivors(a, p, K, x, r, W[r], svn[r]);
+                    svn[r] = 0;
+                    scr[r] = 0;
                 }
                 continue;
             }
