@@ -216,7 +216,8 @@ static ltk_status dsa_reshape(const gen_dsa_spec *spec, gen_dsa *d) {
     gen_rng rng;
     gen_rng_seed(&rng, spec->seed ^ 0x9e3779b97f4a7c15ull);
     for (int64_t i = 0; i < S; i++) perm[i] = i;
-    for (int64_t i = 0; i < (m < 0 ? S : m) && i < S; i++) { /* exactly min(m, S) positions */
+    if (m < 0) memset(pos, 1, (size_t)S); /* equal: every key */
+    for (int64_t i = 0; i < m && i < S; i++) { /* exactly min(m, S) positions */
         int64_t j = i + (int64_t)(gen_u64(&rng) % (uint64_t)(S - i)), x = perm[i];
         perm[i] = perm[j], perm[j] = x;
         pos[perm[i]] = 1;

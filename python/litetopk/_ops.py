@@ -299,12 +299,18 @@ def _out_pair(out):
     return out, None
 
 
-def _lookup(key, arrs, ptrs, state=None):
-    """What a cached plan's call returns, or MISS."""
+def _lookup(kind, sk, arrs, state=None, tag=(), call=None):
+    """(key, result): the cache key of this call's layout (None when the arrays have none: the full
+    path handles them) and what its cached plan returns, or MISS. call(plan, arrs, ptrs) replaces the
+    plan's own call (prefill)."""
+    s = _fast.scan(arrs)
+    if s is None:
+        return None, _fast.MISS
+    key = (kind, sk, *tag, *s[0])
     plan = _fast.plans().get(key)
     if plan is None:
-        return _fast.MISS
-    return plan.call(arrs, ptrs, state)
+        return key, _fast.MISS
+    return key, (call(plan, arrs, s[1]) if call else plan.call(arrs, s[1], state))
 
 
 def _row_stride(*arrs):
@@ -468,13 +474,11 @@ def indexer_topk(q, kv, kv_scale, weights, ks, ke, topk, *, relative=True, sorte
         o = _out_pair(out)
         if sk is not None and o is not None:
             arrs = (q, kv, kv_scale, weights, ks, ke, o[0], o[1], workspace)
-            s = _fast.scan(arrs)
-            if s is not None:
-                # the state's backend and device decide the checks; its handle is read every call
-                key = ("indexer", sk, None if state is None else (state._backend, state._device), *s[0])
-                r = _lookup(key, arrs, s[1], state)
-                if r is not _fast.MISS:
-                    return r
+            # the state's backend and device decide the checks; its handle is read every call
+            tag = (None if state is None else (state._backend, state._device),)
+            key, r = _lookup("indexer", sk, arrs, state, tag)
+            if r is not _fast.MISS:
+                return r
     a, ctx, ia, sca, keep = _indexer_prepare(q, kv, kv_scale, weights, ks, ke, topk, relative, sorted,
                                              return_scores, state, out, backend, algo, dtype, num_threads, stream)
     L = _ffi.lib()
@@ -489,7 +493,7 @@ def indexer_topk(q, kv, kv_scale, weights, ks, ke, topk, *, relative=True, sorte
             "indexer_topk", L.ltk_indexer_topk, a, ctx, arrs,
             ("q", "kv", "kv_scale", "weights", "ks", "ke", "out_idx", "out_scores", None), allocs,
             (6, 7) if sca is not None else (6,), ws_slot=8, ranges=ranges,
-            state_field="state" if state is not None else None, extra=sca is not None))
+            state_field="state" if state is not None else None))
     if sca is not None:
         return ia.obj, sca.obj
     return ia.obj
@@ -690,12 +694,9 @@ def decode_topk(q, kv_cache, weights, lens, block_table, topk, *, block_kv=None,
         o = _out_pair(out)
         if sk is not None and o is not None:
             arrs = (q, kv_cache, weights, lens, block_table, o[0], o[1], workspace)
-            s = _fast.scan(arrs)
-            if s is not None:
-                key = ("decode", sk, *s[0])
-                r = _lookup(key, arrs, s[1])
-                if r is not _fast.MISS:
-                    return r
+            key, r = _lookup("decode", sk, arrs)
+            if r is not _fast.MISS:
+                return r
     a, ctx, ia, sca = _decode_prepare(q, kv_cache, weights, lens, block_table, topk, block_kv, max_len, physical,
                                       sorted, return_scores, out, backend, algo, dtype, num_threads, stream)
     run_fn = _ffi.entry("ltk_decode_topk")
@@ -708,7 +709,7 @@ def decode_topk(q, kv_cache, weights, lens, block_table, topk, *, block_kv=None,
         _fast.remember(key, lambda: _fast.Plan(
             "decode_topk", run_fn, a, ctx, arrs,
             ("q", "kv_cache", "weights", "lens" if lens.ndim == 2 else "seq_lens", "block_table", "out_idx", "out_scores",
-             None), allocs, (5, 6) if sca is not None else (5,), ws_slot=7, extra=sca is not None))
+             None), allocs, (5, 6) if sca is not None else (5,), ws_slot=7))
     if sca is not None:
         return ia.obj, sca.obj
     return ia.obj
@@ -813,12 +814,9 @@ def knn_topk(queries, base, k, metric="ip", *, sorted=True, out=None, backend="a
         sk = _fast.scalars_key((k, metric, sorted, backend, algo, dtype, num_threads))
         if sk is not None:
             arrs = (queries, base) + ((None, None) if out is None else tuple(out)) + (workspace,)
-            s = _fast.scan(arrs)
-            if s is not None:
-                key = ("knn", sk, *s[0])
-                r = _lookup(key, arrs, s[1])
-                if r is not _fast.MISS:
-                    return r
+            key, r = _lookup("knn", sk, arrs)
+            if r is not _fast.MISS:
+                return r
     a, ctx, sca, ia = _knn_prepare(queries, base, k, metric, sorted, out, backend, algo, dtype, num_threads, stream)
     L = _ffi.lib()
     _run("knn_topk", ctx, L.ltk_knn_topk, L.ltk_knn_workspace_size, a, a.B, workspace, stats)
@@ -933,12 +931,9 @@ def select_topk(scores, k, starts=None, ends=None, *, sorted=True, relative=True
         if sk is not None:
             # int starts/ends of a 1-D call and Python lists take the full path (scan refuses them)
             arrs = (scores, starts, ends) + ((None, None) if out is None else tuple(out)) + (workspace,)
-            s = _fast.scan(arrs)
-            if s is not None:
-                key = ("select", sk, *s[0])
-                r = _lookup(key, arrs, s[1])
-                if r is not _fast.MISS:
-                    return r
+            key, r = _lookup("select", sk, arrs)
+            if r is not _fast.MISS:
+                return r
     a, ctx, va, ia, keep = _select_prepare(scores, k, starts, ends, sorted, relative, out, backend, algo, dtype,
                                            num_threads, stream)
     L = _ffi.lib()
@@ -1363,14 +1358,9 @@ def prefill(q, kv, kv_scale, weights, topk, *, m=1, chunk=0, sample_size=0, sort
         o = _out_pair(out)
         if sk is not None and o is not None:
             arrs = (q, kv, kv_scale, weights, o[0], o[1], workspace)
-            s = _fast.scan(arrs)
-            if s is not None:
-                key = ("prefill", sk, *s[0])
-                plan = _fast.plans().get(key)
-                if plan is not None:
-                    r = _prefill_fast(plan, arrs, s[1])
-                    if r is not _fast.MISS:
-                        return r
+            key, r = _lookup("prefill", sk, arrs, call=_prefill_fast)
+            if r is not _fast.MISS:
+                return r
     a, ctx, ia, sca = _prefill_prepare(q, kv, kv_scale, weights, topk, m, chunk, sample_size, sorted, return_scores,
                                        out, store, callback, progress, backend, algo, dtype, num_threads, stream)
     run_fn = _ffi.entry("ltk_prefill_run")

@@ -274,7 +274,8 @@ static void gate_scores(const ltkc_kern *K, thr *x, ltkc_row *row, const float *
     /* In the exact mode a score equal to the k-th best's fails: every key gated from here on has a
      * larger index than the k-th's (keys arrive in index order), and ties go to the lower index. So
      * the mask is strict there, and a tie class at the k-th (flat rows, a zero plateau) costs no
-     * push per key (T = 64, S = 64K, k = 2048, 2 cores: all-equal rows 185 -> see below). */
+     * push per key (T = 64, S = 64K, k = 2048, 2 cores: all-equal rows 185 -> 183 ms, within this
+     * machine's noise; the screen's switch-off below is what those rows needed). */
     K->gate_mask(sc, NK, row->mode == LTKC_MODE_EXACT ? nextafterf(row->edge, INFINITY) : row->edge, &m);
     for (m &= lanes; m; m &= m - 1) {
         int j = __builtin_ctzll(m);

@@ -331,7 +331,8 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 
     const bool fused = p.mode == LTK_SCAN_FUSED;
     if (warp < 4) {
-        /* ---------------- producer warp group: TMA warp, refresh warp, two idle warps ------------ */
+        /* ------ producer warp group: TMA warp, refresh warp, two warps idle (contiguous keys) or
+         * producers too (a paged source) ------ */
         ltk_setmaxnreg_dec<SM90_REG_PRODUCER>();
         const bool paged = p.pg.cache != NULL;
         if (warp == 0 || (paged && warp >= 2)) {
