@@ -36,10 +36,10 @@ if [ "$MODE" = prepare ]; then
   B=${B:-build-h200}
   cmake -S . -B "$B" -DLTK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$B" -j "$(nproc)" --target test-cuda-indexer bench-cuda-indexer litetopk litetopk_cli \
-    test-cuda-select test-cuda-knn test-cuda-decode 2>&1 | grep -E "error|warning" || true
+    test-cuda-select test-cuda-knn test-cuda-decode test-backends 2>&1 | grep -E "error|warning" || true
   rm -rf gpu-bin && mkdir -p gpu-bin/lib
   for f in "$B"/tests/cuda/test-cuda-indexer "$B"/tests/cuda/bench-cuda-indexer "$B"/tests/cuda/test-cuda-select \
-           "$B"/tests/cuda/test-cuda-knn "$B"/tests/cuda/test-cuda-decode "$B"/tools/litetopk "$B"/liblitetopk.so; do
+           "$B"/tests/cuda/test-cuda-knn "$B"/tests/cuda/test-cuda-decode "$B"/tests/test-backends "$B"/tools/litetopk "$B"/liblitetopk.so; do
     [ -f "$f" ] && cp "$f" gpu-bin/ && strip --strip-unneeded "gpu-bin/$(basename "$f")"
   done
   cp "$(gcc -print-file-name=libgomp.so.1)" gpu-bin/lib/ 2>/dev/null || true

@@ -81,4 +81,27 @@ void *ltk_cuda_tmap_encoder(void);
 #ifdef __cplusplus
 }
 #endif
+
+#if defined(__CUDACC__) && defined(__cplusplus)
+/* Launches kernel k on st; with pdl (sm_90+) it may start while the stream's previous kernel
+ * finishes (cudaLaunchAttributeProgrammaticStreamSerialization): k calls ltk_pdl_wait (ptx.cuh)
+ * before it touches global memory. Why: a decode step is five dependent kernels of 3-280 us, and
+ * each boundary cost a launch latency (B = 64 at 64K: the kernels' ncu durations add to 219 us,
+ * the call took 237). Captured into a graph, the edge stays programmatic. */
+template <typename... P, typename... A>
+static inline cudaError_t ltk_launch_pdl(int pdl, void (*k)(P...), dim3 grid, dim3 block, size_t smem,
+                                         cudaStream_t st, A &&...args) {
+    cudaLaunchConfig_t c = {};
+    c.gridDim = grid;
+    c.blockDim = block;
+    c.dynamicSmemBytes = smem;
+    c.stream = st;
+    cudaLaunchAttribute at[1] = {};
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    c.attrs = at;
+    c.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&c, k, static_cast<A &&>(args)...);
+}
+#endif
 #endif

@@ -17,11 +17,13 @@
 #include <string.h>
 
 #include "indexer.cuh"
+#include "ptx.cuh"
 
 /* ks[t] = 0, ke[t] = len(t) clamped to [0, max_len] (ltk_decode_len on the device). The indexer's
  * ranges come in pairs (its front end's rule, which its dense select relies on). */
 __global__ void dec_lens_kernel(const int32_t *lens, const int32_t *seq_lens, int64_t T, int32_t next_n, int32_t max_len,
                                 int32_t *ks, int32_t *ke) {
+    ltk_pdl_launch(); /* (the scan after it is launched by ltk_launch_pdl) */
     const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= T) return;
     ks[t] = 0;
@@ -33,6 +35,7 @@ __global__ void dec_lens_kernel(const int32_t *lens, const int32_t *seq_lens, in
 __global__ void dec_physical_kernel(int32_t *out, int64_t out_stride, int64_t T, int32_t k, int32_t next_n,
                                     const int32_t *bt, int64_t bt_stride, int32_t max_blocks, int64_t nblocks,
                                     int32_t bkv) {
+    ltk_pdl_wait();
     const int64_t t = blockIdx.y;
     for (int64_t yt = t; yt < T; yt += gridDim.y) {
         int32_t *row = out + yt * out_stride;
@@ -127,9 +130,11 @@ extern "C" ltk_status ltk_cuda_decode(const ltk_decode_args *d, const ltk_exec *
     if (d->flags & LTK_FLAG_PHYSICAL) {
         const unsigned gy = (unsigned)(T < 65535 ? T : 65535);
         const unsigned gx = (unsigned)((d->k + 255) / 256);
-        dec_physical_kernel<<<dim3(gx, gy), 256, 0, st>>>(d->out_idx, d->out_stride, T, d->k, d->next_n, d->block_table,
-                                                          d->bt_stride, d->max_blocks, d->num_blocks, d->block_kv);
-        LTK_CUDA_TRY(cudaGetLastError());
+        ltk_cuda_dev dv;
+        LTK_FORWARD_IF(ltk_cuda_device(&dv));
+        LTK_CUDA_TRY(ltk_launch_pdl(dv.major >= 9, dec_physical_kernel, dim3(gx, gy), dim3(256), 0, st, d->out_idx, d->out_stride, T,
+                                    d->k, d->next_n, d->block_table, d->bt_stride, d->max_blocks, d->num_blocks,
+                                    d->block_kv));
     }
     return LTK_OK;
 }

@@ -286,6 +286,8 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     ltk_sm90_scan_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kv,
                          const __grid_constant__ CUtensorMap tm_ks, const ltk_scan_params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    ltk_pdl_wait(); /* (launched by ltk_launch_pdl: the kernel before it may still be finishing) */
+    ltk_pdl_launch();
     typedef sm90_cfg<H> cfg;
     const int BQ = cfg::BQ, NE = cfg::NE, LANE_Q = cfg::LANE_Q, LANE_CAP = cfg::LANE_CAP;
     /* No static shared memory in this kernel: the dynamic buffer starts at the (1024-aligned) base
@@ -829,8 +831,8 @@ template <int H, int NN> static ltk_status sm90_launch(const ltk_scan_params *p,
     int64_t units = nqb * p->nsplit;
     if (units <= 0) return LTK_OK;
     int grid = (int)(units < nsm ? units : nsm);
-    ltk_sm90_scan_kernel<H, NN><<<grid, SM90_THREADS, cfg::SMEM, st>>>(tq, tkv, tks, *p);
-    LTK_CUDA_TRY(cudaGetLastError());
+    LTK_CUDA_TRY(ltk_launch_pdl(1, ltk_sm90_scan_kernel<H, NN>, dim3((unsigned)grid), dim3(SM90_THREADS), cfg::SMEM, st,
+                                tq, tkv, tks, *p));
     return LTK_OK;
 }
 

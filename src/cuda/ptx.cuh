@@ -9,6 +9,27 @@
 
 #include <stdint.h>
 
+/* Programmatic dependent launch (sm_90+; a no-op elsewhere and when the kernel was launched
+ * without the attribute, ltk_launch_pdl): waits until the stream's previous kernel has finished
+ * and its writes are visible. A kernel launched by ltk_launch_pdl calls it before it touches global
+ * memory at all, so that every kernel of a stream still runs after the one before it; what overlaps
+ * is the launch and the CTAs' start. */
+static __device__ __forceinline__ void ltk_pdl_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Lets the stream's next kernel, when launched by ltk_launch_pdl, place its CTAs from now on as
+ * SMs free up (they wait in ltk_pdl_wait until this grid has finished): its launch and CTA start
+ * overlap this kernel's tail instead of following it. Called at the start of each kernel of the
+ * decode chain (lengths, scan, the select's two kernels). */
+static __device__ __forceinline__ void ltk_pdl_launch(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 static __device__ __forceinline__ uint32_t ltk_smem_addr(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }

@@ -30,6 +30,7 @@
 #include <cub/device/device_segmented_radix_sort.cuh>
 
 #include "cuda-common.cuh"
+#include "ptx.cuh"
 #include "select.cuh"
 
 #define SEL_FAST_KMAX 4096
@@ -134,7 +135,14 @@ template <int DT>
 static __device__ uint32_t sel_sample_threshold(const typename ltk_dt<DT>::raw *row, int64_t n, int k, uint32_t cap,
                                                 uint32_t *buf, int64_t bufcap, ltk_sel_smem *sm) {
     if (n <= (int64_t)cap) return 0u;
-    int64_t m = (n / 8) & ~(int64_t)7;
+    /* m: enough that the r-th sampled key below is at r >= 64 (m >= 32 n / k), at least n / 32 and
+     * at most n / 8. Why not n / 8 throughout: at n = 64K, k = 2048 that is 8,192 keys (r = 512)
+     * for a quantile that 2,048 (r = 128) already gives to 9%; the sample is one CTA's latency
+     * chain in front of every decode select. */
+    int64_t m = n / 32;
+    if (m < 32 * n / k) m = 32 * n / k;
+    if (m > n / 8) m = n / 8;
+    m &= ~(int64_t)7;
     if (m > SEL_SAMPLE_MAX) m = SEL_SAMPLE_MAX;
     if (m > bufcap) m = bufcap & ~(int64_t)7;
     int64_t nb = m / 8;
@@ -170,6 +178,8 @@ static __device__ uint32_t sel_sample_threshold(const typename ltk_dt<DT>::raw *
 
 template <int DT>
 static __global__ void __launch_bounds__(LTK_SEL_NT) sel_sample_kernel(sel_params p) {
+    ltk_pdl_wait();
+    ltk_pdl_launch();
     extern __shared__ __align__(16) unsigned char smraw[];
     ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
     uint32_t *buf = (uint32_t *)(smraw + sizeof(ltk_sel_smem));
@@ -349,12 +359,16 @@ static __device__ uint32_t sel_dense(const typename ltk_dt<DT>::raw *row, int64_
  * 64 x 1M normal rows 0.148 -> 0.142 ms (litetopk bench select, base and new in one call, H200),
  * the decode step above 0.233 -> 0.229 ms (bench/results/h200/decode.jsonl). */
 template <int DT, int E>
-static __device__ void sel_finish_smem(const sel_params &p, int64_t r, int64_t s, uint64_t *sb, uint32_t got) {
+static __device__ void sel_finish_smem(const sel_params &p, int64_t r, int64_t s, uint64_t *sb, uint32_t got,
+                                       uint64_t *scratch, uint32_t scratch_cap, ltk_sel_smem *sm) {
     const typename ltk_dt<DT>::raw *row = sel_row_ptr<DT>(p, r, s);
     if (!(p.flags & LTK_FLAG_UNSORTED)) {
-        for (int j = got + threadIdx.x; j < p.kp; j += LTK_SEL_NT) sb[j] = 0ull;
         __syncthreads();
-        ltk_sort_desc<E>(sb, p.kp);
+        if (!(got <= scratch_cap && ltk_sort_bucket(sb, got, scratch, sm))) {
+            for (int j = got + threadIdx.x; j < p.kp; j += LTK_SEL_NT) sb[j] = 0ull;
+            __syncthreads();
+            ltk_sort_desc<E>(sb, p.kp);
+        }
     }
     sel_write<DT>(p, r, s, row, sb, got);
 }
@@ -364,10 +378,12 @@ static __device__ void sel_finish_smem(const sel_params &p, int64_t r, int64_t s
  * took 105 registers (1 CTA an SM) and ran no faster (bf16 64 x 1M: 0.170 ms either way). */
 template <int DT, int SE> /* SE: the sort's elements a thread (sel_finish_smem) */
 static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_params p) {
+    ltk_pdl_wait();
+    ltk_pdl_launch();
     extern __shared__ __align__(16) unsigned char smraw[];
     ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
     uint64_t *sb = (uint64_t *)(smraw + sizeof(ltk_sel_smem));   /* kp composites */
-    uint32_t *ckey = (uint32_t *)(sb + p.kp), *crel = ckey + p.cap; /* cap candidates */
+    uint32_t *ckey = (uint32_t *)(sb + p.kp + LTK_BUCKET_MAX), *crel = ckey + p.cap; /* cap candidates */
     const int64_t r = blockIdx.x;
     const int c = blockIdx.y, P = p.P;
     int64_t s, n;
@@ -467,6 +483,30 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
         __syncthreads();
         got = p.k;
     } else if (!fallback) {
+        if (use_glob && total > p.k && total <= 2 * (int64_t)p.cap) {
+            /* the k best, sorted, from one histogram of the row's candidates (keys staged in the
+             * CTA's candidate buffer, 2 cap keys); a crowded bucket leaves it to the radix passes */
+            ltk_src_cand_glob src = {gk, gr, total};
+            const uint64_t *top = ltk_topk_bucket(src, (uint32_t)p.k, sm, sb, ckey);
+            if (top) {
+                if (threadIdx.x == 0) {
+                    p.st_cand[r] = (int32_t)total;
+                    p.st_fb[r] = 0;
+                }
+                sel_write<DT>(p, r, s, row, top, (uint32_t)p.k);
+                return;
+            }
+        }
+        if (use_glob && total <= (int64_t)p.cap) {
+            /* the row's candidates fit this CTA's buffer: the radix passes read shared memory, not
+             * L2 (each pass otherwise waits an L2 latency a few times over) */
+            for (uint32_t j = threadIdx.x; j < (uint32_t)total; j += LTK_SEL_NT) {
+                ckey[j] = __ldcg(gk + j);
+                crel[j] = __ldcg(gr + j);
+            }
+            __syncthreads();
+            use_glob = false;
+        }
         if (use_glob) {
             ltk_src_cand_glob src = {gk, gr, total};
             ltk_radix_select<ltk_src_cand_glob, true>(src, p.k, 32 + ltk_dt<DT>::KB, 0, sm);
@@ -483,7 +523,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
         p.st_cand[r] = (int32_t)(total > INT32_MAX ? INT32_MAX : total);
         p.st_fb[r] = fallback ? 1 : 0;
     }
-    sel_finish_smem<DT, SE>(p, r, s, sb, got);
+    sel_finish_smem<DT, SE>(p, r, s, sb, got, (uint64_t *)ckey, p.cap, sm);
 }
 
 /* ---- general tier (k > 4096) --------------------------------------------------------------- */
@@ -507,7 +547,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) sel_general_kernel(sel_para
     }
     uint32_t got = sel_dense<DT>(row, n, p.k, dst, p.kp, sm);
     if (smem_sort || (p.flags & LTK_FLAG_UNSORTED)) {
-        sel_finish_smem<DT, 1>(p, r, s, dst, got); /* global dst with UNSORTED: written unsorted */
+        sel_finish_smem<DT, 1>(p, r, s, dst, got, NULL, 0, sm); /* global dst with UNSORTED: written unsorted */
         return;
     }
     for (int j = got + threadIdx.x; j < p.kp; j += LTK_SEL_NT) dst[j] = 0ull;
@@ -531,6 +571,7 @@ static __global__ void sel_offsets_kernel(int *off, int nseg, int seg) {
 /* ---- host ---------------------------------------------------------------------------------- */
 typedef struct sel_plan {
     int fast;
+    int pdl; /* launches by ltk_launch_pdl (sm_90+) */
     int P;
     uint32_t cap;
     int32_t kp;
@@ -559,14 +600,16 @@ static ltk_status sel_make_plan(const ltk_select_args *a, sel_plan *pl) {
     int32_t kp = 1;
     while (kp < a->k) kp <<= 1;
     pl->kp = kp;
+    pl->pdl = dv.major >= 9;
     size_t base = sizeof(ltk_sel_smem);
     pl->fast = a->k <= SEL_FAST_KMAX;
     if (pl->fast) {
         pl->cap = (uint32_t)(4 * a->k > 8192 ? 4 * a->k : 8192);
-        pl->smem = base + (size_t)kp * 8 + (size_t)pl->cap * 8;
+        const size_t sbb = ((size_t)kp + LTK_BUCKET_MAX) * 8; /* (ltk_topk_bucket's room past kp) */
+        pl->smem = base + sbb + (size_t)pl->cap * 8;
         if ((int)pl->smem > smem_optin) { /* small-smem GPUs: shrink the buffer (more fallbacks, still exact) */
-            pl->cap = (uint32_t)(((size_t)smem_optin - base - (size_t)kp * 8) / 8) & ~255u;
-            pl->smem = base + (size_t)kp * 8 + (size_t)pl->cap * 8;
+            pl->cap = (uint32_t)(((size_t)smem_optin - base - sbb) / 8) & ~255u;
+            pl->smem = base + sbb + (size_t)pl->cap * 8;
         }
         int per_sm = (int)(((size_t)smem_optin + 1024) / (pl->smem + 1024));
         if (per_sm < 1) per_sm = 1;
@@ -635,12 +678,11 @@ template <int DT, int E>
 static ltk_status sel_launch_fast(const ltk_select_args *a, const sel_plan *pl, sel_params p, cudaStream_t st) {
     LTK_FORWARD_IF((sel_kernel_attrs<DT, E>(pl->smem, 0, pl->sample_smem)));
     if (pl->P > 1) {
-        sel_sample_kernel<DT><<<(unsigned)a->rows, LTK_SEL_NT, pl->sample_smem, st>>>(p);
-        LTK_CUDA_TRY(cudaGetLastError());
+        LTK_CUDA_TRY(ltk_launch_pdl(pl->pdl, sel_sample_kernel<DT>, dim3((unsigned)a->rows), dim3(LTK_SEL_NT),
+                                    pl->sample_smem, st, p));
     }
-    dim3 grid((unsigned)a->rows, (unsigned)pl->P);
-    sel_fast_kernel<DT, E><<<grid, LTK_SEL_NT, pl->smem, st>>>(p);
-    LTK_CUDA_TRY(cudaGetLastError());
+    LTK_CUDA_TRY(ltk_launch_pdl(pl->pdl, sel_fast_kernel<DT, E>, dim3((unsigned)a->rows, (unsigned)pl->P),
+                                dim3(LTK_SEL_NT), pl->smem, st, p));
     return LTK_OK;
 }
 

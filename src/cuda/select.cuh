@@ -593,4 +593,135 @@ static __device__ void ltk_row_threshold(const ltk_src_row<DT> &src, uint32_t k,
     }
 }
 
+/* Copies the n candidate keys of src to shared memory (skeys); mn / mx: the smallest and largest
+ * this thread copied. LTK_SEL_U loads in flight a thread, as in the radix passes (one L2 round trip
+ * each otherwise). */
+static __device__ __forceinline__ void ltk_stage_keys(const ltk_src_cand_glob &src, int n, uint32_t *skeys, uint32_t &mn,
+                                                      uint32_t &mx) {
+    mn = 0xffffffffu;
+    mx = 0u;
+    for (int i0 = 0; i0 < n; i0 += LTK_SEL_NT * LTK_SEL_U) {
+        uint32_t v[LTK_SEL_U];
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
+            v[u] = i < n ? __ldcg(src.key + i) : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
+            if (i < n) {
+                skeys[i] = v[u];
+                mn = min(mn, v[u]);
+                mx = max(mx, v[u]);
+            }
+        }
+    }
+}
+
+/* Bucket of a candidate key (ascending bucket: descending key): ltk_key_bucket of its distance
+ * above the smallest (src/ltk-order.h: d itself below 256, then 256 buckets an octave). Why not
+ * equal widths: near the threshold the candidates are densest, and a few far above it (a query's
+ * own cluster on clustered embeddings) stretched the range until the bulk crowded a few buckets
+ * (the CLI's k = 8,192 went back to the radix select); buckets of relative width 2^-8
+ * hold ~n / 700 at most on an exponential tail. */
+static __device__ __forceinline__ uint32_t ltk_cand_bucket(uint32_t key, uint32_t kmin, int sh) {
+    return LTK_SEL_BINS - 1 - ltk_key_bucket(key, kmin, sh);
+}
+
+/* The final select and its sort in one: the k best of the n candidates (k < n <= stage), sorted
+ * descending, from one histogram of key buckets (ltk_cand_bucket). Keys staged in shared memory
+ * (skeys, ltk_stage_keys); the histogram over [kmin, kmax] in LTK_SEL_BINS buckets, highest key
+ * first; every bucket up to the one holding the k-th entry (b*) is scattered into sb (room for
+ * k + LTK_BUCKET_MAX composites), each entry then placed by its count of larger composites in its
+ * bucket, into out (the staging area again, once the keys are read: it holds >= k composites when
+ * stage >= 2k); of b* only its best k - above land below position k. Returns out, or NULL (nothing
+ * decided, the keys still staged) when a bucket up to b* holds more than LTK_BUCKET_MAX entries
+ * (flat or tied tails): the caller then selects by radix passes. Users: the kNN's final select
+ * (knn-select.cu) and the last CTA of a row in select.cu's fast tier. Why: at k = 8,192 (13k
+ * candidates a query, B = 64, N = 1M) the kNN's final select took 42 us, half of it in three 11-bit
+ * radix passes and the gather, the rest in the bucket sort (ncu): one histogram serves both. */
+static __device__ const uint64_t *ltk_topk_bucket(const ltk_src_cand_glob &src, uint32_t k, ltk_sel_smem *sm,
+                                                   uint64_t *sb, uint32_t *skeys) {
+    const int n = (int)src.cnt, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        sm->kmin = 0xffffffffu;
+        sm->kmax = 0u;
+        sm->bmax = 0u;
+        sm->digit = LTK_SEL_BINS; /* (set below: some bucket holds the k-th entry, as k < n) */
+    }
+    for (int i = threadIdx.x; i < LTK_SEL_BINS; i += LTK_SEL_NT) sm->hist[i] = 0;
+    uint32_t mn, mx;
+    ltk_stage_keys(src, n, skeys, mn, mx);
+    mn = __reduce_min_sync(LTK_FULL, mn);
+    mx = __reduce_max_sync(LTK_FULL, mx);
+    __syncthreads(); /* (the initial values above before the atomics) */
+    if (lane == 0) {
+        atomicMin(&sm->kmin, mn);
+        atomicMax(&sm->kmax, mx);
+    }
+    __syncthreads();
+    const uint32_t kmin = sm->kmin, span = sm->kmax - kmin;
+    const int sh = ltk_key_bucket_shift(span); /* (span >> sh < 2^15) */
+#define LTK_CAND_BUCKET(key) ltk_cand_bucket(key, kmin, sh)
+    for (int i = threadIdx.x; i < n; i += LTK_SEL_NT) atomicAdd(&sm->hist[LTK_CAND_BUCKET(skeys[i])], 1u);
+    __syncthreads();
+    /* bucket starts (exclusive scan, LTK_SEL_BINS / LTK_SEL_NT bins a thread), b*, and the largest
+     * bucket that holds winners (those starting below k) */
+    const int per = LTK_SEL_BINS / LTK_SEL_NT, b0 = per * threadIdx.x;
+    uint32_t cnt[LTK_SEL_BINS / LTK_SEL_NT], loc = 0, big = 0, tot;
+#pragma unroll
+    for (int j = 0; j < per; j++) {
+        cnt[j] = sm->hist[b0 + j];
+        loc += cnt[j];
+    }
+    uint32_t st = ltk_block_scan(loc, sm->warp, &tot);
+#pragma unroll
+    for (int j = 0; j < per; j++) {
+        if (st < k) big = cnt[j] > big ? cnt[j] : big;
+        if (st < k && k <= st + cnt[j]) {
+            sm->digit = (uint32_t)(b0 + j);
+            sm->above = st;
+        }
+        sm->hist[b0 + j] = st; /* start; the scatter turns it into the bucket's end */
+        st += cnt[j];
+    }
+    big = __reduce_max_sync(LTK_FULL, big);
+    if (lane == 0) atomicMax(&sm->bmax, big);
+    __syncthreads();
+    if (sm->bmax > LTK_BUCKET_MAX || sm->digit >= LTK_SEL_BINS) return NULL; /* (block-uniform) */
+    /* entries up to b*: the start of the next bucket (the scatter below moves only starts up to b*) */
+    const uint32_t bstar = sm->digit, nw = bstar + 1 < LTK_SEL_BINS ? sm->hist[bstar + 1] : (uint32_t)n;
+    /* scatter the entries of buckets <= b*: their row indices are read from global memory (loads in
+     * flight together) only for those */
+    for (int i0 = 0; i0 < n; i0 += LTK_SEL_NT * LTK_SEL_U) {
+        uint32_t key[LTK_SEL_U], rel[LTK_SEL_U], b[LTK_SEL_U];
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
+            key[u] = i < n ? skeys[i] : 0u;
+            b[u] = i < n ? LTK_CAND_BUCKET(key[u]) : (uint32_t)LTK_SEL_BINS;
+            rel[u] = b[u] <= bstar ? __ldcg(src.rel + i) : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++)
+            if (b[u] <= bstar) sb[atomicAdd(&sm->hist[b[u]], 1u)] = ltk_comp(key[u], rel[u]);
+    }
+    __syncthreads();
+    /* place: each entry at its bucket's start plus its count of larger composites there (distinct:
+     * the row index breaks key ties, lower first); of b*, only ranks below k - above */
+    uint64_t *out = (uint64_t *)skeys;
+    for (uint32_t p = threadIdx.x; p < nw; p += LTK_SEL_NT) {
+        const uint64_t c = sb[p];
+        const uint32_t bk = LTK_CAND_BUCKET(ltk_comp_key(c));
+        const uint32_t lo = bk ? sm->hist[bk - 1] : 0u, hi = sm->hist[bk];
+        uint32_t rank = 0;
+        for (uint32_t j = lo; j < hi; j++) rank += sb[j] > c;
+        if (lo + rank < k) out[lo + rank] = c;
+    }
+#undef LTK_CAND_BUCKET
+    __syncthreads();
+    return out;
+}
+
 #endif
