@@ -39,6 +39,7 @@ typedef struct bench_env {
     int on_device;
     int32_t threads;
     int64_t reps, warmup;
+    int warmup_ms; /* on the device: warm-up runs also until this much GPU time (0 = the count only) */
     const char *json;
     char device[256];
     uint32_t flags;

@@ -420,9 +420,16 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                             int32_t id = __shfl_sync(0xffffffffu, cur, need - cur_base + j);
                             id = id >= 0 && id < p.pg.nblocks ? id : -1;
                             if (lane == 0) {
-                                ltk_tma_load_3d(kv_s + stage * (SM90_BKV * 128) + j * p.pg.bkv * 128, &tm_kv,
-                                                &full_b[stage], 0, 0, id);
-                                ltk_tma_load_2d(kvs_s + stage * SM90_BKV + j * p.pg.bkv, &tm_ks, &full_b[stage], 0, id);
+                                /* A paged unit reads each cache block once (its rows are one
+                                 * request's): the blocks leave L2 first, and the scores the scan
+                                 * writes for the select after it stay. (The policy is made at
+                                 * each use: a register held across the loop spilled in the
+                                 * producer's 32.) */
+                                const uint64_t pol_once = ltk_l2_evict_first();
+                                ltk_tma_load_3d_hint(kv_s + stage * (SM90_BKV * 128) + j * p.pg.bkv * 128, &tm_kv,
+                                                     &full_b[stage], 0, 0, id, pol_once);
+                                ltk_tma_load_2d_hint(kvs_s + stage * SM90_BKV + j * p.pg.bkv, &tm_ks, &full_b[stage], 0,
+                                                     id, pol_once);
                             }
                         }
                     } else {

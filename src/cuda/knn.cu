@@ -525,6 +525,7 @@ static ltk_status knn_batch_stats(const knn_batch *b) {
         S->candidates += h[nq + i];
         if (h[nq + i] > S->candidates_max) S->candidates_max = h[nq + i];
         if (S->row_candidates) S->row_candidates[b->b0 + i] = h[nq + i];
+        if (S->row_bin_entries) S->row_bin_entries[b->b0 + i] = 0; /* (the call's bin_entries: 0, not counted) */
     }
     free(h);
     return LTK_OK;

@@ -52,7 +52,7 @@ static __device__ __forceinline__ float knn_score(float dot, float qn, float xn,
     float s;
     if (metric == LTK_METRIC_IP) s = dot;
     else if (metric == LTK_METRIC_L2) s = -((qn + xn) - 2.0f * dot);
-    else s = (qn > 0.0f && xn > 0.0f) ? dot / (sqrtf(qn) * sqrtf(xn)) : 0.0f;
+    else s = (qn == 0.0f || xn == 0.0f) ? 0.0f : dot / (sqrtf(qn) * sqrtf(xn)); /* NaN norms stay NaN (ref.c) */
     return s + 0.0f;
 }
 

@@ -89,6 +89,29 @@ static __device__ __forceinline__ void ltk_tma_load_3d(void *dst, const void *de
         : "memory");
 }
 
+/* The same loads with an L2 cache policy (ltk_l2_evict_first). */
+static __device__ __forceinline__ void ltk_tma_load_2d_hint(void *dst, const void *desc, uint64_t *bar, int32_t c0,
+                                                            int32_t c1, uint64_t pol) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+                 "{%3, %4}], [%2], %5;" ::"r"(ltk_smem_addr(dst)),
+                 "l"((uint64_t)desc), "r"(ltk_smem_addr(bar)), "r"(c0), "r"(c1), "l"(pol)
+                 : "memory");
+}
+static __device__ __forceinline__ void ltk_tma_load_3d_hint(void *dst, const void *desc, uint64_t *bar, int32_t c0,
+                                                            int32_t c1, int32_t c2, uint64_t pol) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+                 "{%3, %4, %5}], [%2], %6;" ::"r"(ltk_smem_addr(dst)),
+                 "l"((uint64_t)desc), "r"(ltk_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "l"(pol)
+                 : "memory");
+}
+/* An L2 policy under which the lines an access brings in are the first to go: for data read once
+ * (a decode step's cache blocks), so that it does not push out what the next kernel reads. */
+static __device__ __forceinline__ uint64_t ltk_l2_evict_first(void) {
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
+
 /* ---- warp-group register reallocation and named barriers ------------------------------------ */
 template <int N> static __device__ __forceinline__ void ltk_setmaxnreg_dec(void) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));

@@ -76,21 +76,34 @@ static __device__ __forceinline__ const typename ltk_dt<DT>::raw *sel_row_ptr(co
     return (const typename ltk_dt<DT>::raw *)p.scores + r * p.row_stride + s;
 }
 
-/* Writes row r's k outputs from `cnt` composites in c[] (sorted or not), padding the rest. */
+/* Writes row r's k outputs from `cnt` composites in c[] (sorted or not), padding the rest. The
+ * scores are read back from the row (its bits, -0 and NaN payloads kept), LTK_SEL_U a thread in
+ * flight before any store. Why: one load-store pair per step made a chain of k / LTK_SEL_NT
+ * dependent row reads from DRAM in the one CTA that finishes a row (ncu, decode B = 8 at 1M: the
+ * long-scoreboard stalls of the select's tail sat on those loads). */
 template <int DT>
 static __device__ void sel_write(const sel_params &p, int64_t r, int64_t s, const typename ltk_dt<DT>::raw *row,
                                  const uint64_t *c, uint32_t cnt) {
     int32_t *oi = p.out_idx + r * p.out_stride;
     float *os = p.out_scores ? p.out_scores + r * p.out_stride : NULL;
     int32_t base = (p.flags & LTK_FLAG_ABSOLUTE) ? (int32_t)s : 0;
-    for (int j = threadIdx.x; j < p.k; j += LTK_SEL_NT) {
-        if ((uint32_t)j < cnt && c[j] != 0) {
-            uint32_t rel = ltk_comp_rel(c[j]);
-            oi[j] = (int32_t)rel + base;
-            if (os) os[j] = ltk_dt<DT>::val(row[rel]);
-        } else {
-            oi[j] = -1;
-            if (os) os[j] = -INFINITY;
+    for (int j0 = 0; j0 < p.k; j0 += LTK_SEL_NT * LTK_SEL_U) {
+        uint32_t rel[LTK_SEL_U], raw[LTK_SEL_U];
+        bool ok[LTK_SEL_U];
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            const int j = j0 + u * LTK_SEL_NT + threadIdx.x;
+            const uint64_t cj = j < p.k && (uint32_t)j < cnt ? c[j] : 0ull;
+            ok[u] = cj != 0;
+            rel[u] = ltk_comp_rel(cj);
+            raw[u] = os && ok[u] ? (uint32_t)row[rel[u]] : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            const int j = j0 + u * LTK_SEL_NT + threadIdx.x;
+            if (j >= p.k) continue;
+            oi[j] = ok[u] ? (int32_t)rel[u] + base : -1;
+            if (os) os[j] = ok[u] ? ltk_dt<DT>::val(raw[u]) : -INFINITY;
         }
     }
 }
@@ -147,18 +160,45 @@ static __device__ uint32_t sel_sample_threshold(const typename ltk_dt<DT>::raw *
     if (m > bufcap) m = bufcap & ~(int64_t)7;
     int64_t nb = m / 8;
     if (nb < 2) return 0u;
-    const int64_t step = (n - 8) / (nb - 1); /* >= 8 since n >= m: runs never overlap */
-    for (int64_t i0 = 0; i0 < m; i0 += LTK_SEL_NT * LTK_SEL_U) {
-        uint32_t v[LTK_SEL_U];
+    typedef typename ltk_dt<DT>::raw raw;
+    const int VW = ltk_dt<DT>::VW, VR = 8 / VW; /* elements a 16-byte vector, vectors a run of 8 */
+    const int64_t a0 = (int64_t)((16u - ((uintptr_t)row & 15u)) & 15u) / (int64_t)sizeof(raw);
+    if (((uintptr_t)row & (sizeof(raw) - 1)) == 0 && n - a0 >= m) {
+        /* runs of 8 starting on 16-byte boundaries, read as vectors: one load round trip for up
+         * to LTK_SEL_U x LTK_SEL_NT vectors (16,384 f32 keys: one, against four scalar ones) */
+        const int64_t step = (n - a0 - 8) / (nb - 1); /* >= 8 since n - a0 >= m: runs never overlap */
+        const int64_t nv = m / VW;
+        for (int64_t i0 = 0; i0 < nv; i0 += LTK_SEL_NT * LTK_SEL_U) {
+            uint4 v[LTK_SEL_U];
 #pragma unroll
-        for (int u = 0; u < LTK_SEL_U; u++) {
-            int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x;
-            v[u] = i < m ? (uint32_t)row[(i >> 3) * step + (i & 7)] : 0u;
+            for (int u = 0; u < LTK_SEL_U; u++) {
+                const int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x, run = i / VR;
+                v[u] = i < nv ? __ldcg((const uint4 *)(row + a0 + (run * step) / VW * VW) + i % VR) : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int u = 0; u < LTK_SEL_U; u++) {
+                const int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x;
+                if (i >= nv) continue;
+                const uint32_t ws[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+                for (int j = 0; j < VW; j++)
+                    buf[i * VW + j] = ltk_dt<DT>::key(VW == 4 ? ws[j] : (ws[j >> 1] >> ((j & 1) * 16)));
+            }
         }
+    } else {
+        const int64_t step = (n - 8) / (nb - 1); /* >= 8 since n >= m: runs never overlap */
+        for (int64_t i0 = 0; i0 < m; i0 += LTK_SEL_NT * LTK_SEL_U) {
+            uint32_t v[LTK_SEL_U];
 #pragma unroll
-        for (int u = 0; u < LTK_SEL_U; u++) {
-            int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x;
-            if (i < m) buf[i] = ltk_dt<DT>::key(v[u]);
+            for (int u = 0; u < LTK_SEL_U; u++) {
+                int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x;
+                v[u] = i < m ? (uint32_t)row[(i >> 3) * step + (i & 7)] : 0u;
+            }
+#pragma unroll
+            for (int u = 0; u < LTK_SEL_U; u++) {
+                int64_t i = i0 + u * LTK_SEL_NT + threadIdx.x;
+                if (i < m) buf[i] = ltk_dt<DT>::key(v[u]);
+            }
         }
     }
     __syncthreads();
