@@ -392,12 +392,14 @@ static __device__ uint32_t sel_dense(const typename ltk_dt<DT>::raw *row, int64_
     return ltk_gather(src, sm->prefix, sm->mask, dst, dstcap, sm);
 }
 
-/* Sorts (unless unsorted) and writes k composites held in shared memory. E: ltk_sort_desc's
- * elements a thread (kp / LTK_SEL_NT, from the host). Why the register network: the all-shared
- * network's 66 barrier stages at k = 2048 were half of a decode step's select kernel under ncu
- * (B = 64 at 64K: sel_fast_kernel 59.8 us sorted, 31.9 unsorted); in the pipeline it saved less:
- * 64 x 1M normal rows 0.148 -> 0.142 ms (litetopk bench select, base and new in one call, H200),
- * the decode step above 0.233 -> 0.229 ms (bench/results/h200/decode.jsonl). */
+/* Sorts (unless unsorted) and writes k composites held in shared memory: by the bucket sort
+ * (ltk_sort_bucket) when scratch holds them (the candidate buffer, free once they are gathered),
+ * else, or on a crowded bucket, by the register network (E: ltk_sort_desc's elements a thread,
+ * kp / LTK_SEL_NT, from the host). Why: the network took ~21 of the fast kernel's 53 us at
+ * decode B = 64, 64K (ncu stall samples over its code); with the bucket sort and PDL, B = 256 at
+ * 64K (one CTA a row, this path) went 0.648 -> 0.627 ms back to back (bench/results/h200/
+ * decode.jsonl, the A/B lines). The all-shared network before the register one: 66 barrier
+ * stages at k = 2048, half of that kernel (59.8 us sorted, 31.9 unsorted). */
 template <int DT, int E>
 static __device__ void sel_finish_smem(const sel_params &p, int64_t r, int64_t s, uint64_t *sb, uint32_t got,
                                        uint64_t *scratch, uint32_t scratch_cap, ltk_sel_smem *sm) {
