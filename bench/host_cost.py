@@ -13,6 +13,7 @@ each with a workspace passed in (c_ws, python_ws: outputs passed as out= too) an
               shows as the held time). Without libcudart at hand, behind torch.cuda._sleep instead,
               which makes each launch several times dearer (a kernel is running)
   alone_ms    CUDA events around one call from an idle GPU, synchronised after each
+  enqueue_loop_us  host time a call over 30 calls issued in a row behind one hold (warm host)
   b2b_ms      GPU time a call over 20 calls issued back to back
 
     python3 bench/host_cost.py --json bench-host.jsonl [--cases decode,knn_small,knn_large,select,indexer,prefill]
@@ -83,6 +84,25 @@ def enqueue_us(fn, reps):
         t = time.perf_counter()
         fn()
         ts.append((time.perf_counter() - t) * 1e6)
+        torch.cuda.synchronize()
+    return median(ts)
+
+
+def enqueue_loop_us(fn, n=30, reps=5):
+    """Host time a call over n calls issued in a row behind one hold (a serving loop whose host runs
+    ahead of the GPU: warm caches and clocks), the median over reps loops. Why beside enqueue_us: one
+    call after a 20 ms wait pays a cold host (caches, clock), far more for the Python path, which
+    touches more code and data, than for the C one."""
+    ts = []
+    for _ in range(reps):
+        if HOLD:
+            HOLD()
+        else:
+            torch.cuda._sleep(50_000_000)
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        ts.append((time.perf_counter() - t) * 1e6 / n)
         torch.cuda.synchronize()
     return median(ts)
 
@@ -270,6 +290,7 @@ def main():
         for p, fn in paths.items():
             rec = dict(op="host", harness="bench/host_cost.py", case=name, shape=what, path=p.split("_")[0],
                        workspace=p.endswith("_ws"), enqueue_us=enqueue_us(fn, a.reps),
+                       enqueue_loop_us=enqueue_loop_us(fn),
                        alone_ms=time_ms(fn, reps=a.reps), b2b_ms=median([b2b_ms(fn) for _ in range(3)]),
                        hold="host function" if HOLD else "torch.cuda._sleep",
                        device=dev, commit=commit(), date=time.strftime("%Y-%m-%d"), torch=torch.__version__)
