@@ -397,7 +397,7 @@ static __device__ uint32_t sel_dense(const typename ltk_dt<DT>::raw *row, int64_
  * else, or on a crowded bucket, by the register network (E: ltk_sort_desc's elements a thread,
  * kp / LTK_SEL_NT, from the host). Why: the network took ~21 of the fast kernel's 53 us at
  * decode B = 64, 64K (ncu stall samples over its code); with the bucket sort and PDL, B = 256 at
- * 64K (one CTA a row, this path) went 0.648 -> 0.627 ms back to back (bench/results/h200/
+ * 64K (one CTA a row, this path) went 0.649 -> 0.627 ms back to back (bench/results/h200/
  * decode.jsonl, the A/B lines). The all-shared network before the register one: 66 barrier
  * stages at k = 2048, half of that kernel (59.8 us sorted, 31.9 unsorted). */
 template <int DT, int E>
