@@ -28,10 +28,11 @@
  * the scores are 4 bytes a position a row next to the 132 bytes a position the scan reads, and on
  * the H200 the filter's fixed stages (the per-request sample, the prep, the candidate select)
  * made it 1.3-4.5x slower than the dense select at every decode shape measured (next_n = 1, B 1-256,
- * 4K-1M positions: `litetopk bench decode`, bench/results/h200/decode.jsonl). 256 MB: the batches
- * of next_n 4 at 64K-256K (256-1,024 rows) fit one window; at 128 MB they took two and were 2-3%
- * slower than the materialize path's one (B = 64 at 256K: 1.412 against 1.368 ms back to back). */
-#define DECODE_BUDGET ((size_t)256 << 20)
+ * 4K-1M positions: `litetopk bench decode`, bench/results/h200/decode.jsonl). At this bound the
+ * batches of next_n 4 at 64K-256K (256-1,024 rows) take two windows and are 2-3% slower than the
+ * materialize path's one (B = 64 at 256K: 1.412 against 1.368 ms back to back); 256 MB would fit
+ * them in one (not yet measured). */
+#define DECODE_BUDGET ((size_t)128 << 20)
 
 typedef struct idx_plan {
     int sm90, bq, skip_short, algo, ext_select;
