@@ -107,31 +107,72 @@ int64_t ltkc_select_cap(int64_t n, int64_t k) {
     return n < cap ? (n > 0 ? n : 1) : cap;
 }
 
-/* The tie-class shortcut's work on one chunk of keys (ltkc_select_row): entries above v go to
- * out[0, k) while fewer than k, the first k equal to v to bpos[0, k); stores to clamped slots, no
- * branch on the comparisons. */
-static inline void sc_chunk(const uint32_t *keys, int64_t c, int64_t i0, uint32_t v, int64_t k, uint32_t *out_key,
-                            int32_t *out_pos, int32_t *bpos, int64_t *gtp, int64_t *eqp) {
+/* The alone pass of the shortcut (no sampled key above v) over one chunk: entries above v to
+ * akey/apos (every one, in index order, while fewer than cap: slot cap - 1 is the sink), the first
+ * k equal to v to tpos[0, k); no branch on the comparisons. tpos has no sink slot, so the chunk
+ * takes one of three loops: every tie slot below k (eq + c < k: stored at eq), none left (eq >= k:
+ * no tie store), or the chunk that crosses k (past it the last slot keeps its value). Why not the
+ * crossing loop throughout: its load and select per entry made all-equal rows 83 -> 110 ms (64 x
+ * 1M, k = 2048, 2 cores, base and new alternating). */
+static inline void sc_chunk_all(const uint32_t *keys, int64_t c, int64_t i0, uint32_t v, int64_t k, int64_t cap,
+                                uint32_t *akey, int32_t *apos, int32_t *tpos, int64_t *gtp, int64_t *eqp) {
     int64_t gt = *gtp, eq = *eqp;
-    for (int64_t i = 0; i < c; i++) {
-        const uint32_t key = keys[i];
-        const int64_t gs = gt < k ? gt : k - 1, es = eq < k ? eq : k; /* (bpos holds cap > k) */
-        out_key[gs] = key;
-        out_pos[gs] = (int32_t)(i0 + i);
-        bpos[es] = (int32_t)(i0 + i);
-        gt += key > v;
-        eq += key == v;
+#define LTKC_ABOVE()                                          \
+    const uint32_t key = keys[i];                             \
+    const int64_t gs = gt < cap ? gt : cap - 1;               \
+    akey[gs] = key;                                           \
+    apos[gs] = (int32_t)(i0 + i)
+    if (eq + c < k) {
+        for (int64_t i = 0; i < c; i++) {
+            LTKC_ABOVE();
+            tpos[eq] = (int32_t)(i0 + i);
+            gt += key > v;
+            eq += key == v;
+        }
+    } else if (eq >= k) {
+        for (int64_t i = 0; i < c; i++) {
+            LTKC_ABOVE();
+            gt += key > v;
+            eq += key == v;
+        }
+    } else {
+        for (int64_t i = 0; i < c; i++) {
+            LTKC_ABOVE();
+            const int64_t es = eq < k ? eq : k - 1;
+            tpos[es] = eq < k ? (int32_t)(i0 + i) : tpos[k - 1];
+            gt += key > v;
+            eq += key == v;
+        }
     }
+#undef LTKC_ABOVE
     *gtp = gt, *eqp = eq;
 }
 
-/* The shortcut's answer: the gt entries above v already in out, then the first k - gt equal to v. */
-static int64_t sc_finish(uint32_t v, int64_t gt, int64_t k, const int32_t *bpos, uint32_t *out_key, int32_t *out_pos) {
-    for (int64_t j = 0; gt + j < k; j++) {
-        out_key[gt + j] = v;
-        out_pos[gt + j] = bpos[j];
+/* The shortcut's answer after a pass over the whole row (gt entries above v held in akey/apos when
+ * gt < cap, the first min(eq, k) equal to v in out_pos): when the class holds the k-th, the gt
+ * above and then its first k - gt; when k or more are above, the top k of those (index order, so
+ * that ties at the k-th go to the lower index). -1: cap or more above, nothing decided. */
+static int64_t sc_answer(uint32_t v, int64_t gt, int64_t eq, int64_t k, int64_t cap, const uint32_t *akey,
+                         const int32_t *apos, uint32_t *hist, uint32_t *out_key, int32_t *out_pos) {
+    if (gt < k && gt + eq >= k) {
+        const int64_t nt = k - gt;
+        memmove(out_pos + gt, out_pos, sizeof(int32_t) * (size_t)nt);
+        for (int64_t j = 0; j < nt; j++) out_key[gt + j] = v;
+        memcpy(out_key, akey, sizeof(uint32_t) * (size_t)gt);
+        memcpy(out_pos, apos, sizeof(int32_t) * (size_t)gt);
+        return k;
     }
-    return k;
+    if (gt < k || gt >= cap) return -1;
+    int64_t te, m = 0;
+    const uint32_t K = ltkc_kth_key(akey, gt, k, &te, hist);
+    for (int64_t i = 0; i < gt; i++) {
+        const uint32_t key = akey[i];
+        if (key > K || (key == K && te-- > 0)) {
+            out_key[m] = key;
+            out_pos[m++] = apos[i];
+        }
+    }
+    return m;
 }
 
 int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, const ltkc_selws *w, uint32_t *out_key,
@@ -182,27 +223,31 @@ int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, con
         }
     }
     /* A large class near the sample's top (the largest key the 128 hold twice or more: flat rows,
-     * few distinct values, a zero plateau under fewer than k positives, also when one of those
-     * was sampled): a pass keeps the entries above it (while fewer than k) and its first k
-     * entries, in index order; if the k-th key is that key, they are the answer and no other pass
-     * runs. Why: such rows took every digit pass over buckets holding most of the row, then the
-     * collect (64 x 1M, k = 2048, 2 cores, `litetopk bench select --dist D --backend cpu`, before
-     * -> after: distinct2 370 -> 102 ms, distinct4 275 -> 94, plateau0 192 -> 105, plateau-k
-     * 230 -> 125, normal rows untouched; record bench/results/cpu/select.jsonl). When no sampled
-     * key is above the class, that pass runs alone and stops once k entries are above; when some
-     * are, the class is less likely the k-th, and the work rides on the first digit pass over each
-     * chunk while its keys are in L1, so that a miss costs no read of its own (a pass of its own
-     * measured 13-18% slower on plateau-4k and rounded normals, near this machine's noise). */
+     * few distinct values, a zero plateau, rounded values): a pass keeps every entry above it (in
+     * the bucket buffer, while fewer than cap) and its first k entries, in index order; if the k-th
+     * key is that key, or k or more entries are above it, the answer comes from those
+     * (sc_answer) and no other pass runs. Why: such rows took every digit pass over buckets
+     * holding most of the row, then the collect (64 x 1M, k = 2048, 2 cores, `litetopk bench
+     * select --dist D --backend cpu`, before -> after: distinct2 370 -> 102 ms, distinct4 275 ->
+     * 94, plateau0 192 -> 105, plateau-k 230 -> 125, normal rows untouched; record
+     * bench/results/cpu/select.jsonl); and while the pass stopped once k entries were above the
+     * class, a zero plateau under 4k positives or rounded normals (shift4) went on to the digit
+     * passes. When no sampled key is above the class, that pass runs alone; when some are, it
+     * rides on the first digit pass over each chunk while its keys are in L1, so that a miss costs
+     * no read of its own (a pass of its own measured 13-18% slower on plateau-4k and rounded
+     * normals, near this machine's noise). */
     int sc_on = vrep && k < w->cap;
     int64_t sc_gt = 0, sc_eq = 0;
     if (sc_on && vabove == 0) {
-        for (int64_t i0 = 0; i0 < n && sc_gt < k; i0 += CHUNK) {
+        const int64_t cap = w->cap;
+        for (int64_t i0 = 0; i0 < n && sc_gt < cap; i0 += CHUNK) {
             int64_t c = n - i0 < CHUNK ? n - i0 : CHUNK;
             load_keys(row, dt, i0, c, keys);
-            sc_chunk(keys, c, i0, vtop, k, out_key, out_pos, w->bpos, &sc_gt, &sc_eq);
+            sc_chunk_all(keys, c, i0, vtop, k, cap, w->bkey, w->bpos, out_pos, &sc_gt, &sc_eq);
         }
-        if (sc_gt < k && sc_gt + sc_eq >= k) return sc_finish(vtop, sc_gt, k, w->bpos, out_key, out_pos);
-        sc_on = 0;
+        const int64_t m = sc_answer(vtop, sc_gt, sc_eq, k, cap, w->bkey, w->bpos, hist, out_key, out_pos);
+        if (m >= 0) return m;
+        sc_on = 0; /* (cap or more above the class: the digit passes) */
     }
     uint32_t prefix = 0; /* known high bits of the k-th key */
     int64_t rem = k;      /* entries still to take from the current bucket */
@@ -225,8 +270,8 @@ int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, con
             int64_t c = n - i0 < CHUNK ? n - i0 : CHUNK;
             load_keys(row, dt, i0, c, keys);
             if (sc_on) {
-                sc_chunk(keys, c, i0, vtop, k, out_key, out_pos, w->bpos, &sc_gt, &sc_eq);
-                if (sc_gt >= k) sc_on = 0; /* the class is not the k-th */
+                sc_chunk_all(keys, c, i0, vtop, k, w->cap, w->bkey, w->bpos, out_pos, &sc_gt, &sc_eq);
+                if (sc_gt >= w->cap) sc_on = 0; /* too many above the class to hold */
             }
             if (psh >= 32) {
                 int64_t i = 0;
@@ -268,7 +313,8 @@ int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, con
         }
         if (sc_on) {
             sc_on = 0; /* (the first pass only) */
-            if (sc_gt + sc_eq >= k) return sc_finish(vtop, sc_gt, k, w->bpos, out_key, out_pos);
+            const int64_t m = sc_answer(vtop, sc_gt, sc_eq, k, w->cap, w->bkey, w->bpos, hist, out_key, out_pos);
+            if (m >= 0) return m;
         }
         for (uint32_t d = 0; d < nb; d++) hist[d] = h4[0][d] + h4[1][d] + h4[2][d] + h4[3][d];
         if (first && psh < 32) {
