@@ -1154,11 +1154,12 @@ static void run_kcases(const kcase *cs, size_t n) {
  * select: exact
  * ============================================================================================== */
 enum { S_RANDOM, S_TIES, S_EQUAL, S_INC, S_DEC, S_NONFINITE, S_NANHEAVY, S_DENORM, S_BITS, S_RADIX, S_NEG, S_OFFSET,
-       S_HIDE_TOP, S_HIDE_LOW, S_TIE_ABOVE, S_PLATEAU_KM1, S_MAX_TWICE, S_PLATEAU_SAMPLED };
+       S_HIDE_TOP, S_HIDE_LOW, S_TIE_ABOVE, S_PLATEAU_KM1, S_MAX_TWICE, S_PLATEAU_SAMPLED, S_PLATEAU_4K, S_ROUNDED };
 static const char *sgen_name[] = {"random", "ties", "all-equal", "increasing", "decreasing", "nan/inf/-0",
                                   "nan-heavy", "denormal", "random-bits", "shared-high-bits", "all-negative",
                                   "offset", "sample-misses-top", "sample-misses-low", "tie-class-under-unsampled",
-                                  "plateau-k-1", "sample-max-twice", "plateau-k-1-one-sampled"};
+                                  "plateau-k-1", "sample-max-twice", "plateau-k-1-one-sampled",
+                                  "plateau-4k-one-sampled", "rounded-normals"};
 
 typedef struct {
     int64_t R, C;
@@ -1207,6 +1208,12 @@ static void put_select_value(void *m, ltk_dtype dt, int64_t i, int g, int64_t co
         break;
     case S_PLATEAU_SAMPLED: /* k - 1 positives over zeros, one of them at a sampled position */
         x = (col % 3 == 1 && col < 3 * 2046) || col == 5 * (C / 128) ? 1.0f + (float)rng_unit() : 0.0f;
+        break;
+    case S_PLATEAU_4K: /* 4k positives over zeros, one sampled: k or more above the class (riding) */
+        x = (col % 3 == 1 && col < 3 * 4 * 2048) || col == 5 * (C / 128) ? 1.0f + (float)rng_unit() : 0.0f;
+        break;
+    case S_ROUNDED: /* N(0,1) x 1e-3 + 1e4 in f32: a handful of values, the top ones above the class */
+        x = 1e4f + 1e-3f * (float)rng_normal();
         break;
     case S_MAX_TWICE: /* the sample's top key twice, and the row holds only those two */
         x = col == 0 || col == C / 128 ? 5.0f : (float)rng_normal();
@@ -1773,6 +1780,10 @@ static void test_select_adversarial(void) {
         SC(.R = 2, .C = 50016, .k = 2048, .dt = LTK_DTYPE_BF16, .gen = S_PLATEAU_KM1, .flags = LTK_FLAG_UNSORTED),
         SC(.R = 2, .C = 50016, .k = 100, .dt = LTK_DTYPE_F32, .gen = S_MAX_TWICE),
         SC(.R = 2, .C = 50016, .k = 2048, .dt = LTK_DTYPE_F32, .gen = S_PLATEAU_SAMPLED),
+        SC(.R = 2, .C = 50016, .k = 2048, .dt = LTK_DTYPE_F32, .gen = S_PLATEAU_4K),
+        SC(.R = 2, .C = 50016, .k = 2048, .dt = LTK_DTYPE_F32, .gen = S_PLATEAU_4K, .flags = LTK_FLAG_UNSORTED),
+        SC(.R = 3, .C = 300000, .k = 2048, .dt = LTK_DTYPE_F32, .gen = S_ROUNDED),
+        SC(.R = 2, .C = 50016, .k = 100, .dt = LTK_DTYPE_F32, .gen = S_ROUNDED, .flags = LTK_FLAG_UNSORTED),
         SC(.R = 2, .C = 50016, .k = 2048, .dt = LTK_DTYPE_F16, .gen = S_TIES),
     };
     run_scases(cs, sizeof cs / sizeof cs[0]);
