@@ -59,11 +59,11 @@ LTK_HD float ltk_rank_key_floor(uint32_t key) {
     return ltk_bits_f32(~key);
 }
 
-/* Buckets of keys at or above kmin, finer near kmin, for key ranges of any width (the CUDA kNN final
- * select, knn_final_bucket): ltk_key_bucket_shift(kmax - kmin) gives sh, then the bucket of key is
- * d = (key - kmin) >> sh (< 2^15) itself below 256, above it a float of d with 8 mantissa bits
- * (256 buckets an octave): 0 .. 2047, non-decreasing in key, consecutive buckets one apart
- * (tests/test-order.c). */
+/* Buckets of keys at or above kmin, finer near kmin, for key ranges of any width (ltk_topk_bucket in
+ * select.cuh: the CUDA kNN's final select and the last CTA of a select row): ltk_key_bucket_shift(kmax
+ * - kmin) gives sh, then the bucket of key is d = (key - kmin) >> sh (< 2^15) itself below 256,
+ * above it a float of d with 8 mantissa bits (256 buckets an octave): 0 .. 2047, non-decreasing in
+ * key, consecutive buckets one apart (tests/test-order.c). */
 LTK_HD int ltk_top_bit(uint32_t u) { /* u > 0 */
 #if defined(__CUDA_ARCH__)
     return 31 - __clz(u);

@@ -304,7 +304,7 @@ static ltk_status knn_check_and_fallback(const knn_params &p, const knn_ctl &c, 
 
 /* ---- the run --------------------------------------------------------------------------------- */
 /* Shared memory of the final kernels: the scratch and kp composites (what the output kernels take,
- * smem_out), LTK_BUCKET_MAX more composites (knn_final_bucket), then the staged candidate keys, as
+ * smem_out), LTK_BUCKET_MAX more composites (ltk_topk_bucket), then the staged candidate keys, as
  * many as the device's shared memory allows. */
 typedef struct knn_fin {
     size_t smem_out, smem_final;
