@@ -525,9 +525,11 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
         __syncthreads();
         got = p.k;
     } else if (!fallback) {
-        if (use_glob && total > p.k && total <= 2 * (int64_t)p.cap) {
+        if (use_glob && total > p.k && total <= 2 * (int64_t)p.cap && (uint32_t)p.k <= p.cap) {
             /* the k best, sorted, from one histogram of the row's candidates (keys staged in the
-             * CTA's candidate buffer, 2 cap keys); a crowded bucket leaves it to the radix passes */
+             * CTA's candidate buffer, 2 cap keys, which then holds the k composites out: k <= cap,
+             * not given where a small shared memory shrank cap); a crowded bucket leaves it to the
+             * radix passes */
             ltk_src_cand_glob src = {gk, gr, total};
             const uint64_t *top = ltk_topk_bucket(src, (uint32_t)p.k, sm, sb, ckey);
             if (top) {
