@@ -148,6 +148,20 @@ static inline void sc_chunk_all(const uint32_t *keys, int64_t c, int64_t i0, uin
     *gtp = gt, *eqp = eq;
 }
 
+/* Appends the kk best of the n entries key/pos (index order; ties at the kk-th key go to the lower
+ * index) to out_key/out_pos; returns kk. */
+static int64_t take_best(const uint32_t *key, const int32_t *pos, int64_t n, int64_t kk, uint32_t *hist,
+                         uint32_t *out_key, int32_t *out_pos) {
+    int64_t te, m = 0;
+    const uint32_t K = ltkc_kth_key(key, n, kk, &te, hist);
+    for (int64_t i = 0; i < n; i++)
+        if (key[i] > K || (key[i] == K && te-- > 0)) {
+            out_key[m] = key[i];
+            out_pos[m++] = pos[i];
+        }
+    return m;
+}
+
 /* The shortcut's answer after a pass over the whole row (gt entries above v held in akey/apos when
  * gt < cap, the first min(eq, k) equal to v in out_pos): when the class holds the k-th, the gt
  * above and then its first k - gt; when k or more are above, the top k of those (index order, so
@@ -163,16 +177,7 @@ static int64_t sc_answer(uint32_t v, int64_t gt, int64_t eq, int64_t k, int64_t 
         return k;
     }
     if (gt < k || gt >= cap) return -1;
-    int64_t te, m = 0;
-    const uint32_t K = ltkc_kth_key(akey, gt, k, &te, hist);
-    for (int64_t i = 0; i < gt; i++) {
-        const uint32_t key = akey[i];
-        if (key > K || (key == K && te-- > 0)) {
-            out_key[m] = key;
-            out_pos[m++] = apos[i];
-        }
-    }
-    return m;
+    return take_best(akey, apos, gt, k, hist, out_key, out_pos);
 }
 
 int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, const ltkc_selws *w, uint32_t *out_key,
@@ -366,17 +371,7 @@ int64_t ltkc_select_row(const void *row, ltk_dtype dt, int64_t n, int64_t k, con
             }
         }
     }
-    if (!direct && rem > 0) {
-        int64_t te;
-        uint32_t K = ltkc_kth_key(w->bkey, nb, rem, &te, hist);
-        for (int64_t i = 0; i < nb; i++) {
-            uint32_t key = w->bkey[i];
-            if (key > K || (key == K && te-- > 0)) {
-                out_key[m] = key;
-                out_pos[m++] = w->bpos[i];
-            }
-        }
-    }
+    if (!direct && rem > 0) m += take_best(w->bkey, w->bpos, nb, rem, hist, out_key + m, out_pos + m);
     return m;
 }
 
