@@ -238,6 +238,32 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) sel_sample_kernel(sel_param
 }
 
 /* ---- scan --------------------------------------------------------------------------------- */
+/* Entries [c0, c1) of a row (at most the buffer's capacity) as candidates, in order: f32 rows
+ * aligned to 16 bytes by cp.async into the key buffer, made keys in place; others entry by entry. */
+template <int DT>
+static __device__ void sel_stage_chunk(const typename ltk_dt<DT>::raw *row, int64_t c0, int64_t c1, uint32_t *ckey,
+                                       uint32_t *crel) {
+    const int n = (int)(c1 - c0);
+    const typename ltk_dt<DT>::raw *e0 = row + c0;
+    if (sizeof(*e0) == 4 && (((uintptr_t)e0 | (uintptr_t)ckey) & 15u) == 0) {
+        for (int i = threadIdx.x; i < n / 4; i += LTK_SEL_NT)
+            ltk_cp_async16(ltk_smem_addr(ckey + 4 * i), e0 + 4 * i, true);
+        ltk_cp_async_commit();
+        for (int i = (n & ~3) + threadIdx.x; i < n; i += LTK_SEL_NT) ckey[i] = (uint32_t)e0[i];
+        ltk_cp_async_wait<0>();
+        __syncthreads();
+        for (int i = threadIdx.x; i < n; i += LTK_SEL_NT) {
+            ckey[i] = ltk_dt<DT>::key(ckey[i]);
+            crel[i] = (uint32_t)(c0 + i);
+        }
+    } else {
+        for (int i = threadIdx.x; i < n; i += LTK_SEL_NT) {
+            ckey[i] = ltk_dt<DT>::key(e0[i]);
+            crel[i] = (uint32_t)(c0 + i);
+        }
+    }
+}
+
 /* Appends the passing entries of this warp step: one shared atomic per warp. */
 static __device__ __forceinline__ void sel_append(uint32_t nmine, uint32_t *ckey, uint32_t *crel, uint32_t cap,
                                                   uint32_t *counter, const uint32_t *keys, const uint32_t *rels) {
@@ -446,15 +472,29 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
     __syncthreads();
     int64_t L = ((n + P - 1) / P + 63) & ~(int64_t)63;
     int64_t c0 = (int64_t)c * L, c1 = c0 + L < n ? c0 + L : n;
-    sel_scan<DT, 0>(row, c0, c1, t, ckey, crel, p.cap, sm);
+    if (t == 0u && c1 - c0 <= (int64_t)p.cap) {
+        /* every entry passes (the row fits the buffer): the chunk is copied, not appended. Why: the
+         * appends (a shuffle scan and a shared atomic a warp step) took 12 us for 8K entries
+         * (globaltimer stamps, decode B = 64 at 8K on the H200) */
+        sel_stage_chunk<DT>(row, c0, c1, ckey, crel);
+        if (threadIdx.x == 0) sm->cnt = (uint32_t)(c1 - c0);
+    } else {
+        sel_scan<DT, 0>(row, c0, c1, t, ckey, crel, p.cap, sm);
+    }
     __syncthreads();
     /* This chunk: gt entries above t and eqc at t. When the buffer held every entry >= t they are
-     * counted there; when it overflowed and t > 0, the chunk is rescanned for the entries above t
-     * only, its ties counted (a large tie class: flat rows, few values, a zero plateau), and the
-     * row is "incomplete": some ties are not among its candidates. */
+     * counted there (only when P > 1: one CTA a row reads neither, below, unless a rescan set inc);
+     * when it overflowed and t > 0, the chunk is rescanned for the entries above t only, its ties
+     * counted (a large tie class: flat rows, few values, a zero plateau), and the row is
+     * "incomplete": some ties are not among its candidates. */
     uint32_t cnt = sm->cnt, gt, eqc;
     bool ovf = cnt > p.cap, inc = false;
-    if (!ovf) {
+    if (!ovf && P == 1) {
+        /* ties below need inc, which only a rescan sets; the fallback test needs gt + eqc, which
+         * is cnt: the two counts are not needed */
+        gt = cnt;
+        eqc = 0;
+    } else if (!ovf) {
         uint32_t g = 0, q = 0;
         for (uint32_t j = threadIdx.x; j < cnt; j += LTK_SEL_NT) g += ckey[j] > t, q += ckey[j] == t;
         uint32_t tot;
@@ -531,6 +571,19 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
              * not given where a small shared memory shrank cap); a crowded bucket leaves it to the
              * radix passes */
             ltk_src_cand_glob src = {gk, gr, total};
+            const uint64_t *top = ltk_topk_bucket(src, (uint32_t)p.k, sm, sb, ckey);
+            if (top) {
+                if (threadIdx.x == 0) {
+                    p.st_cand[r] = (int32_t)total;
+                    p.st_fb[r] = 0;
+                }
+                sel_write<DT>(p, r, s, row, top, (uint32_t)p.k);
+                return;
+            }
+        }
+        if (!use_glob && total > p.k && (uint32_t)p.k <= p.cap) {
+            /* one CTA a row: the same, its candidates (keys and rows, 2 cap words) in place */
+            ltk_src_cand_smem src = {ckey, crel, (uint32_t)total};
             const uint64_t *top = ltk_topk_bucket(src, (uint32_t)p.k, sm, sb, ckey);
             if (top) {
                 if (threadIdx.x == 0) {

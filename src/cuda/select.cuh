@@ -629,6 +629,25 @@ static __device__ __forceinline__ uint32_t ltk_cand_bucket(uint32_t key, uint32_
     return LTK_SEL_BINS - 1 - ltk_key_bucket(key, kmin, sh);
 }
 
+/* Candidates in global memory: keys staged into skeys; in shared memory: already there (skeys is
+ * src.key), their range read. */
+static __device__ __forceinline__ void ltk_bucket_stage(const ltk_src_cand_glob &src, int n, uint32_t *skeys,
+                                                        uint32_t &mn, uint32_t &mx) {
+    ltk_stage_keys(src, n, skeys, mn, mx);
+}
+static __device__ __forceinline__ void ltk_bucket_stage(const ltk_src_cand_smem &src, int n, uint32_t *skeys,
+                                                        uint32_t &mn, uint32_t &mx) {
+    (void)skeys;
+    mn = 0xffffffffu;
+    mx = 0u;
+    for (int i = threadIdx.x; i < n; i += LTK_SEL_NT) {
+        mn = min(mn, src.key[i]);
+        mx = max(mx, src.key[i]);
+    }
+}
+static __device__ __forceinline__ uint32_t ltk_bucket_rel(const ltk_src_cand_glob &src, int i) { return __ldcg(src.rel + i); }
+static __device__ __forceinline__ uint32_t ltk_bucket_rel(const ltk_src_cand_smem &src, int i) { return src.rel[i]; }
+
 /* The final select and its sort in one: the k best of the n candidates (k < n <= stage), sorted
  * descending, from one histogram of key buckets (ltk_cand_bucket). Keys staged in shared memory
  * (skeys, ltk_stage_keys); the histogram over [kmin, kmax] in LTK_SEL_BINS buckets, highest key
@@ -637,12 +656,15 @@ static __device__ __forceinline__ uint32_t ltk_cand_bucket(uint32_t key, uint32_
  * bucket, into out (the staging area again, once the keys are read: it holds >= k composites when
  * stage >= 2k); of b* only its best k - above land below position k. Returns out, or NULL (nothing
  * decided, the keys still staged) when a bucket up to b* holds more than LTK_BUCKET_MAX entries
- * (flat or tied tails): the caller then selects by radix passes. Users: the kNN's final select
- * (knn-select.cu) and the last CTA of a row in select.cu's fast tier. Why: at k = 8,192 (13k
+ * (flat or tied tails): the caller then selects by radix passes. Src: candidates in global memory
+ * (ltk_src_cand_glob) or in shared memory at skeys (ltk_src_cand_smem, rel beside them: out then
+ * overwrites both, after the scatter). Users: the kNN's final select (knn-select.cu) and the fast
+ * tier of select.cu (a row's last CTA, and a row of one CTA). Why: at k = 8,192 (13k
  * candidates a query, B = 64, N = 1M) the kNN's final select took 42 us, half of it in three 11-bit
  * radix passes and the gather, the rest in the bucket sort (ncu): one histogram serves both. */
-static __device__ const uint64_t *ltk_topk_bucket(const ltk_src_cand_glob &src, uint32_t k, ltk_sel_smem *sm,
-                                                   uint64_t *sb, uint32_t *skeys) {
+template <class Src>
+static __device__ const uint64_t *ltk_topk_bucket(const Src &src, uint32_t k, ltk_sel_smem *sm, uint64_t *sb,
+                                                   uint32_t *skeys) {
     const int n = (int)src.cnt, lane = threadIdx.x & 31;
     if (threadIdx.x == 0) {
         sm->kmin = 0xffffffffu;
@@ -652,7 +674,7 @@ static __device__ const uint64_t *ltk_topk_bucket(const ltk_src_cand_glob &src, 
     }
     for (int i = threadIdx.x; i < LTK_SEL_BINS; i += LTK_SEL_NT) sm->hist[i] = 0;
     uint32_t mn, mx;
-    ltk_stage_keys(src, n, skeys, mn, mx);
+    ltk_bucket_stage(src, n, skeys, mn, mx);
     mn = __reduce_min_sync(LTK_FULL, mn);
     mx = __reduce_max_sync(LTK_FULL, mx);
     __syncthreads(); /* (the initial values above before the atomics) */
@@ -701,7 +723,7 @@ static __device__ const uint64_t *ltk_topk_bucket(const ltk_src_cand_glob &src, 
             const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
             key[u] = i < n ? skeys[i] : 0u;
             b[u] = i < n ? LTK_CAND_BUCKET(key[u]) : (uint32_t)LTK_SEL_BINS;
-            rel[u] = b[u] <= bstar ? __ldcg(src.rel + i) : 0u;
+            rel[u] = b[u] <= bstar ? ltk_bucket_rel(src, i) : 0u;
         }
 #pragma unroll
         for (int u = 0; u < LTK_SEL_U; u++)
