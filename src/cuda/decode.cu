@@ -8,8 +8,7 @@
  * The scores go to dense windows of a bounded buffer and the exact GPU select (select.cu): in decode
  * they are 4 bytes a position a row next to the 132 the scan reads (indexer.cu, DECODE_BUDGET).
  * What is added here: the rows' lengths as the indexer's key ranges (clamped to max_len on the
- * device, as the front end cannot see them: by the scan kernel itself, which writes them for the
- * select after it), and the physical-slot mapping of the output.
+ * device, as the front end cannot see them), and the physical-slot mapping of the output.
  *
  * Graph-safe: every launch's geometry comes from B, next_n, k and max_len; the lengths and the table
  * are read only on the device. */
@@ -83,9 +82,8 @@ static ltk_status dec_make(const ltk_decode_args *d, const ltk_exec *e, int sizi
     a->out_stride = d->out_stride;
     a->flags = d->flags & ~LTK_FLAG_PHYSICAL;
     a->state = NULL;
-    const ltk_paged_src pg = {d->kv_cache, d->num_blocks, d->block_stride, d->block_table, d->bt_stride, d->block_kv,
-                              d->max_blocks, d->next_n, d->lens, d->lens ? NULL : d->seq_lens, NULL, NULL,
-                              (int32_t)d->max_len};
+    const ltk_paged_src pg = {d->kv_cache, d->num_blocks, d->block_stride, d->block_table,
+                              d->bt_stride, d->block_kv, d->max_blocks, d->next_n};
     p->pg = pg;
     /* An empty cache (num_blocks 0, kv_cache may be NULL) is still a paged source: the kernels tell
      * it from the contiguous one by a non-NULL cache, and read nothing through it (every block is
@@ -123,16 +121,9 @@ extern "C" ltk_status ltk_cuda_decode(const ltk_decode_args *d, const ltk_exec *
     if (T == 0) return LTK_OK;
     uint8_t *ws = (uint8_t *)(uintptr_t)ltk_al256((uintptr_t)wsv);
     int32_t *ks = (int32_t *)(ws + p.o_ks), *ke = (int32_t *)(ws + p.o_ke);
-    if (d->max_len > 0) {
-        /* the scan, the call's first kernel, computes the lengths and writes them here (indexer.cuh,
-         * ltk_paged_src) */
-        p.pg.ks_out = ks;
-        p.pg.ke_out = ke;
-    } else { /* no scan: every row is empty, the kernels after it read the ranges written here */
-        dec_lens_kernel<<<(unsigned)((T + 255) / 256), 256, 0, st>>>(d->lens, d->seq_lens, T, d->next_n, d->max_len,
-                                                                     ks, ke);
-        LTK_CUDA_TRY(cudaGetLastError());
-    }
+    dec_lens_kernel<<<(unsigned)((T + 255) / 256), 256, 0, st>>>(d->lens, d->seq_lens, T, d->next_n, d->max_len, ks,
+                                                                 ke);
+    LTK_CUDA_TRY(cudaGetLastError());
     p.ia.ks = ks;
     p.ia.ke = ke;
     LTK_FORWARD_IF(ltk_cuda_indexer_paged(&p.ia, &p.pg, e, ws + p.o_ind, ws_bytes - (size_t)(ws - (uint8_t *)wsv) - p.o_ind));

@@ -19,7 +19,6 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
     __shared__ int32_t blk_s[PT_KEYS]; /* paged: each key's cache block (-1 unmapped) */
     __shared__ int32_t th_s;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    ltk_scan_publish_ranges(p);
 
     int64_t nrows = p.nrows;
     if (p.row_list) {
@@ -29,7 +28,7 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
     for (int64_t lr = blockIdx.x; lr < nrows; lr += gridDim.x) {
         const int64_t t = p.row_list ? (int64_t)p.row_list[p.list_off + lr] : p.row0 + lr;
         int64_t lo, hi;
-        ltk_scan_row_range(p, t, &lo, &hi);
+        ltk_row_range(p.ks, p.ke, t, p.S, &lo, &hi);
         if (p.skip_short && hi - lo <= p.k) continue;
         lo = lo > p.col_lo ? lo : p.col_lo;
         hi = hi < p.col_hi ? hi : p.col_hi;

@@ -118,7 +118,7 @@ static __device__ __forceinline__ void sm90_scan_range(const ltk_scan_params &p,
     *hi = 0;
     if (lr >= nrows) return;
     int64_t t = sm90_abs_row(p, lr), a, b;
-    ltk_scan_row_range(p, t, &a, &b);
+    ltk_row_range(p.ks, p.ke, t, p.S, &a, &b);
     if (p.skip_short && b - a <= p.k) return;
     a = a > p.col_lo ? a : p.col_lo;
     b = b < p.col_hi ? b : p.col_hi;
@@ -307,7 +307,6 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     uint64_t *qfull_b = empty_b + cfg::NSTAGE;
     uint64_t *qempty_b = qfull_b + 2;
 
-    ltk_scan_publish_ranges(p);
     const int64_t nrows = sm90_nrows(p);
     const int64_t nqb = ltk_scan_qblocks(nrows, BQ, p.group);
     const int64_t nunits = nqb * p.nsplit;

@@ -33,21 +33,13 @@ typedef struct ltk_cand {
  * cache + block * bstride and are followed by its bkv fp32 scales. A table entry outside
  * [0, nblocks), or a block past max_blocks, reads as zero keys with a NaN scale: its positions score
  * NaN and rank last (the device cannot report a bad table without a host sync). cache == NULL: the
- * contiguous source of the indexer (kv, kv_stride, kv_scale).
- * The rows' ranges: [0, len(t)), len(t) = lens[t], or from seq_lens (one per request) when lens is
- * NULL, clamped to [0, max_len] (ltk_decode_len's rule), computed by the scan kernels themselves,
- * which write them to ks_out / ke_out for the kernels after them (the select). Why: a kernel of
- * its own for them was one more launch (~3.6 us of host time, bench/results/h200/host_prims.jsonl)
- * and a 2-2.5 us step in front of the scan (ncu). lens == seq_lens == NULL: the ks / ke of the scan. */
+ * contiguous source of the indexer (kv, kv_stride, kv_scale). */
 typedef struct ltk_paged_src {
     const uint8_t *cache;
     int64_t nblocks, bstride;
     const int32_t *bt;
     int64_t bt_stride;
     int32_t bkv, max_blocks, next_n;
-    const int32_t *lens, *seq_lens;
-    int32_t *ks_out, *ke_out;
-    int32_t max_len;
 } ltk_paged_src;
 
 typedef struct ltk_scan_params {
@@ -174,38 +166,6 @@ static __device__ __forceinline__ void ltk_row_range(const int32_t *ks, const in
     b = b < a ? a : (b > S ? S : b);
     *lo = a;
     *hi = b;
-}
-
-/* Row t's length of a paged source with lengths (ltk_paged_src.lens / seq_lens). */
-static __device__ __forceinline__ int32_t ltk_pg_len(const ltk_paged_src &g, int64_t t) {
-    const int64_t n = g.lens ? (int64_t)g.lens[t]
-                             : (int64_t)g.seq_lens[t / g.next_n] - g.next_n + (int32_t)(t % g.next_n) + 1;
-    return (int32_t)(n < 0 ? 0 : n > g.max_len ? g.max_len : n);
-}
-
-/* Clamped visible range of absolute row t of a scan: from the paged source's lengths when it has
- * them, else from ks / ke. */
-static __device__ __forceinline__ void ltk_scan_row_range(const ltk_scan_params &p, int64_t t, int64_t *lo,
-                                                          int64_t *hi) {
-    if (p.pg.lens || p.pg.seq_lens) {
-        const int64_t b = ltk_pg_len(p.pg, t);
-        *lo = 0;
-        *hi = b < p.S ? b : p.S;
-        return;
-    }
-    ltk_row_range(p.ks, p.ke, t, p.S, lo, hi);
-}
-
-/* A scan over a paged source with lengths writes its rows' ranges for the kernels after it (the
- * first column window's scan of each row block; a fallback row list is never the first). Every
- * thread of the grid takes rows in turn, before anything else: the launch's rows, not its units. */
-static __device__ __forceinline__ void ltk_scan_publish_ranges(const ltk_scan_params &p) {
-    if (!p.pg.ks_out || p.col_lo != 0 || p.row_list) return;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.nrows; i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t t = p.row0 + i;
-        p.pg.ks_out[t] = 0;
-        p.pg.ke_out[t] = ltk_pg_len(p.pg, t);
-    }
 }
 
 /* The cache block of position i of absolute row t of a paged source, or -1 (see ltk_paged_src). */
