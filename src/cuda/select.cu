@@ -135,12 +135,58 @@ static __device__ void sel_short_row(const sel_params &p, int64_t r, int64_t s, 
 }
 
 /* ---- sampling ------------------------------------------------------------------------------- */
-struct sel_src_keys {
-    const uint32_t *key;
-    uint32_t cnt;
-    __device__ int64_t n() const { return cnt; }
-    __device__ uint64_t comp(int64_t i) const { return (uint64_t)key[i] << 32; }
-};
+
+/* A key t at or below the r-th largest of the m sampled keys in buf, with at most r + r / 4 of
+ * them at or above it (exactly the r-th key when the bins narrow to single keys). Linear bins over
+ * the sample's own range [min, max], zoomed into the bin that holds the r-th key until that bin
+ * holds at most r / 4 keys: ReLU-summed scores share their sign and most exponent bits, and 11-bit
+ * radix digits from the top put the whole sample into a few bins (three passes, their atomics on a
+ * few addresses, every time); over the range one pass usually settles it. A bin of one key value
+ * (a plateau, few distinct values) ends at that exact key, which the tie path needs. */
+static __device__ uint32_t sel_sample_quantile(const uint32_t *buf, uint32_t m, uint32_t r, ltk_sel_smem *sm) {
+    const int lane = threadIdx.x & 31;
+    uint32_t mn = 0xffffffffu, mx = 0u;
+    for (uint32_t i = threadIdx.x; i < m; i += LTK_SEL_NT) {
+        const uint32_t v = buf[i];
+        mn = min(mn, v);
+        mx = max(mx, v);
+    }
+    mn = __reduce_min_sync(LTK_FULL, mn);
+    mx = __reduce_max_sync(LTK_FULL, mx);
+    if (threadIdx.x == 0) sm->kmin = 0xffffffffu, sm->kmax = 0u;
+    __syncthreads();
+    if (lane == 0) {
+        atomicMin(&sm->kmin, mn);
+        atomicMax(&sm->kmax, mx);
+    }
+    __syncthreads();
+    uint32_t lo = sm->kmin;
+    const uint32_t span = sm->kmax - lo;
+    /* keys in [lo, lo + 2^w) are binned by (key - lo) >> sh into 2^(w - sh) <= LTK_SEL_BINS bins */
+    int w = span ? 32 - __clz(span) : 0;
+    uint32_t kk = r;
+    const uint32_t slack = r / 4 > 1u ? r / 4 : 1u;
+    while (w > 0) {
+        const int sh = w > 11 ? w - 11 : 0, nb = 1 << (w - sh);
+        for (int i = threadIdx.x; i < LTK_SEL_BINS; i += LTK_SEL_NT) sm->hist[i] = 0;
+        __syncthreads();
+        const uint64_t top = (uint64_t)lo + ((uint64_t)1 << w); /* (keys at or above it: counted before) */
+        for (uint32_t i0 = 0; i0 < m; i0 += LTK_SEL_NT) { /* (warp-uniform trips: the add is warp-wide) */
+            const uint32_t i = i0 + threadIdx.x, v = i < m ? buf[i] : 0u;
+            const bool act = i < m && v >= lo && (uint64_t)v < top;
+            ltk_hist_add_agg(sm->hist, act, act ? (v - lo) >> sh : 0u);
+        }
+        __syncthreads();
+        ltk_find_bucket(sm, nb, kk);
+        const uint32_t d = sm->digit, above = sm->above, bucket = sm->bucket;
+        __syncthreads();
+        lo += d << sh;
+        kk -= above;
+        w = sh;
+        if (bucket <= slack || bucket == kk) break; /* few keys in the bin, or all of them needed */
+    }
+    return lo;
+}
 
 /* Returns a key t such that, with high probability, about 2k entries of the row have key >= t
  * (0 = take everything, used when the row fits the candidate buffer). Deterministic. */
@@ -210,10 +256,7 @@ static __device__ uint32_t sel_sample_threshold(const typename ltk_dt<DT>::raw *
     rv = rv < 16 ? 16 : (rv > 64 ? 64 : rv);
     if (rr < rv) rr = rv;
     if (rr > m) return 0u;
-    sel_src_keys src = {buf, (uint32_t)m};
-    ltk_radix_select<sel_src_keys, true>(src, (uint32_t)rr, 32 + ltk_dt<DT>::KB, 32, sm);
-    /* An early exit leaves low bits zero: t is then at or below the r-th key, which is still safe. */
-    return (uint32_t)(sm->prefix >> 32);
+    return sel_sample_quantile(buf, (uint32_t)m, (uint32_t)rr, sm);
 }
 
 template <int DT>
