@@ -647,13 +647,38 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
             __syncthreads();
             use_glob = false;
         }
+        /* Fewer than k candidates above t (all of them are >= t): the k-th key is t, and the answer
+         * is every entry above t and the k - G lowest positions among the ties. The passes then
+         * start at the position bits: from the key bits they narrowed to t's digit three times
+         * over a crowded class before reaching them (rows with few distinct values near the k-th:
+         * shift4, 8192 x 1M, bench/results/h200/select.jsonl). */
+        uint32_t kq = (uint32_t)p.k;
+        uint64_t pf0 = 0, mk0 = 0;
+        int hb = 32 + ltk_dt<DT>::KB;
+        {
+            uint32_t g = (uint32_t)G;
+            if (!use_glob) {
+                uint32_t c = 0, tot;
+                for (uint32_t j = threadIdx.x; j < (uint32_t)total; j += LTK_SEL_NT) c += ckey[j] > t;
+                (void)ltk_block_scan(c, sm->warp, &tot);
+                g = tot;
+            }
+            if (g < (uint32_t)p.k) {
+                /* positions are < n <= 2^31: the top 32 - hb bits of ~rel are ones */
+                hb = 32 - __clz((uint32_t)(n - 1));
+                const uint32_t ones = hb < 32 ? 0xffffffffu << hb : 0u;
+                pf0 = ((uint64_t)t << 32) | ones;
+                mk0 = 0xffffffff00000000ull | ones;
+                kq = (uint32_t)p.k - g;
+            }
+        }
         if (use_glob) {
             ltk_src_cand_glob src = {gk, gr, total};
-            ltk_radix_select<ltk_src_cand_glob, true>(src, p.k, 32 + ltk_dt<DT>::KB, 0, sm);
+            ltk_radix_select<ltk_src_cand_glob, true>(src, kq, hb, 0, sm, pf0, mk0);
             got = ltk_gather(src, sm->prefix, sm->mask, sb, p.kp, sm);
         } else {
             ltk_src_cand_smem src = {ckey, crel, (uint32_t)total};
-            ltk_radix_select<ltk_src_cand_smem, true>(src, p.k, 32 + ltk_dt<DT>::KB, 0, sm);
+            ltk_radix_select<ltk_src_cand_smem, true>(src, kq, hb, 0, sm, pf0, mk0);
             got = ltk_gather(src, sm->prefix, sm->mask, sb, p.kp, sm);
         }
     } else {

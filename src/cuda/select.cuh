@@ -173,11 +173,13 @@ static __device__ __forceinline__ void ltk_hist_add_match(uint32_t *hist, bool a
  * On return sm->prefix / sm->mask: entry i is in the top-k iff (comp(i) & mask) >= prefix, and
  * sm->kk entries of the final bucket (comp & mask) == prefix are still to be taken (all of it
  * when it stopped early or the mask is complete; otherwise a tie to settle by the caller).
- * Requires k <= n. AGG: 0 a shared atomic per entry, 1 one per warp when the whole warp shares a
+ * prefix0 / mask0: bits already known (the passes then count only entries that match them, k
+ * of those still to take, and hi_bit starts below them). Requires k <= n. AGG: 0 a shared atomic per entry, 1 one per warp when the whole warp shares a
  * digit (raw rows: flat ones). */
 template <class Src, int AGG>
-static __device__ void ltk_radix_select(const Src &src, uint32_t k, int hi_bit, int lo_bit, ltk_sel_smem *sm) {
-    uint64_t prefix = 0, mask = 0;
+static __device__ void ltk_radix_select(const Src &src, uint32_t k, int hi_bit, int lo_bit, ltk_sel_smem *sm,
+                                        uint64_t prefix0 = 0, uint64_t mask0 = 0) {
+    uint64_t prefix = prefix0, mask = mask0;
     uint32_t kk = k;
     const int64_t n = src.n();
     for (int top = hi_bit; top > lo_bit;) {

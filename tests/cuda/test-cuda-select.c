@@ -27,9 +27,10 @@ enum { G_RANDN, G_FLAT, G_FEW, G_BUCKET, G_SPECIAL, G_ASC, G_DESC, G_NANHEAVY, G
        G_DIST2, /* two values */
        G_LATE,  /* first half: ~1% positives, the rest -10; second half 0: the ties at the k-th place come last */
        G_NEG0,   /* -0 and +0 mixed, a few positives: one key class of both zeros */
-       G_QUARTER }; /* randn rounded down to quarters: a small tie class at the k-th place */
+       G_QUARTER, /* randn rounded down to quarters: a small tie class at the k-th place */
+       G_SHIFT }; /* randn * 1e-3 + 1e4 in fp32: ~10 values in the bulk, thousands of ties at the k-th place */
 static const char *gen_name[] = {"randn", "flat", "few", "bucket", "special", "asc", "desc", "nanheavy", "-",
-                                 "plateau", "distinct2", "late-ties", "signed-zeros", "quarters"};
+                                 "plateau", "distinct2", "late-ties", "signed-zeros", "quarters", "shift"};
 static int64_t g_plat_m; /* G_PLAT: positives a row (each entry positive with probability m / cols) */
 
 static float gen_value(int g, int64_t i, int64_t cols) {
@@ -38,6 +39,7 @@ static float gen_value(int g, int64_t i, int64_t cols) {
     case G_DIST2: return (rng_u64() % 2) ? 1.0f : -1.0f;
     case G_LATE: return i >= cols / 2 ? 0.0f : (rng_u64() % 100) == 0 ? 1.0f + rng_normal() * 0.1f : -10.0f;
     case G_QUARTER: return floorf(rng_normal() * 4.0f) * 0.25f;
+    case G_SHIFT: return rng_normal() * 1e-3f + 1e4f;
     case G_NEG0: return (rng_u64() % 1000) == 0 ? 1.0f : ((rng_u64() % 2) ? -0.0f : 0.0f);
     case G_RANDN: return rng_normal();
     case G_FLAT: return 0.5f;
@@ -274,6 +276,10 @@ static void tie_suite(int small) {
         sc_ties(2, 300000, 500, dts[d], G_NEG0, 0, LTK_FLAG_UNSORTED);
         sc_ties(40, 200000, k, dts[d], G_QUARTER, 0, 0); /* sparse tie classes: they fit the tie region */
         sc_ties(2, 1 << 20, k, dts[d], G_QUARTER, 0, 0);
+        if (dts[d] == LTK_DTYPE_F32) { /* (16-bit types round it to one value: G_FLAT) */
+            sc_ties(300, 100000, k, dts[d], G_SHIFT, 0, 0); /* one CTA a row (rows > the CTA slots) */
+            sc_ties(2, 1 << 20, k, dts[d], G_SHIFT, 0, LTK_FLAG_UNSORTED); /* split rows */
+        }
     }
 }
 
