@@ -143,7 +143,8 @@ static __device__ void sel_short_row(const sel_params &p, int64_t r, int64_t s, 
  * radix digits from the top put the whole sample into a few bins (three passes, their atomics on a
  * few addresses, every time); over the range one pass usually settles it. A bin of one key value
  * (a plateau, few distinct values) ends at that exact key, which the tie path needs. */
-static __device__ uint32_t sel_sample_quantile(const uint32_t *buf, uint32_t m, uint32_t r, ltk_sel_smem *sm) {
+static __device__ uint32_t sel_sample_quantile(const uint32_t *buf, uint32_t m, uint32_t r, ltk_sel_smem *sm,
+                                               uint32_t *eq) {
     const int lane = threadIdx.x & 31;
     uint32_t mn = 0xffffffffu, mx = 0u;
     for (uint32_t i = threadIdx.x; i < m; i += LTK_SEL_NT) {
@@ -165,6 +166,7 @@ static __device__ uint32_t sel_sample_quantile(const uint32_t *buf, uint32_t m, 
     /* keys in [lo, lo + 2^w) are binned by (key - lo) >> sh into 2^(w - sh) <= LTK_SEL_BINS bins */
     int w = span ? 32 - __clz(span) : 0;
     uint32_t kk = r;
+    *eq = w == 0 ? m : 0u; /* (a flat sample: every key is lo) */
     const uint32_t slack = r / 4 > 1u ? r / 4 : 1u;
     while (w > 0) {
         const int sh = w > 11 ? w - 11 : 0, nb = 1 << (w - sh);
@@ -182,6 +184,7 @@ static __device__ uint32_t sel_sample_quantile(const uint32_t *buf, uint32_t m, 
         __syncthreads();
         lo += d << sh;
         kk -= above;
+        if (sh == 0) *eq = bucket; /* the bin is one key value: its count */
         w = sh;
         if (bucket <= slack || bucket == kk) break; /* few keys in the bin, or all of them needed */
     }
@@ -189,10 +192,12 @@ static __device__ uint32_t sel_sample_quantile(const uint32_t *buf, uint32_t m, 
 }
 
 /* Returns a key t such that, with high probability, about 2k entries of the row have key >= t
- * (0 = take everything, used when the row fits the candidate buffer). Deterministic. */
+ * (0 = take everything, used when the row fits the candidate buffer). Deterministic. *cls: the
+ * row's entries of key t as the sample predicts them (0 when t is a bin edge, not a key). */
 template <int DT>
 static __device__ uint32_t sel_sample_threshold(const typename ltk_dt<DT>::raw *row, int64_t n, int k, uint32_t cap,
-                                                uint32_t *buf, int64_t bufcap, ltk_sel_smem *sm) {
+                                                uint32_t *buf, int64_t bufcap, ltk_sel_smem *sm, int64_t *cls) {
+    *cls = 0;
     if (n <= (int64_t)cap) return 0u;
     /* m: enough that the r-th sampled key below is at r >= 64 (m >= 32 n / k), at least n / 32 and
      * at most n / 8. Why not n / 8 throughout: at n = 64K, k = 2048 that is 8,192 keys (r = 512)
@@ -256,7 +261,20 @@ static __device__ uint32_t sel_sample_threshold(const typename ltk_dt<DT>::raw *
     rv = rv < 16 ? 16 : (rv > 64 ? 64 : rv);
     if (rr < rv) rr = rv;
     if (rr > m) return 0u;
-    return sel_sample_quantile(buf, (uint32_t)m, (uint32_t)rr, sm);
+    uint32_t eq;
+    const uint32_t t = sel_sample_quantile(buf, (uint32_t)m, (uint32_t)rr, sm, &eq);
+    *cls = (int64_t)eq * n / m;
+    return t;
+}
+
+/* The class at t, as the sample predicts it, would overflow a chunk's buffer twice over: the chunk
+ * then goes straight to the tie scan (entries above t stored, ties counted) instead of a first
+ * scan that aborts on the overflow and the rescan after it. Why: 64 x 1M distinct16 took 1.52x
+ * and nonfinite 1.64x the normal rows' time, reading most chunks ~1.5 times (bench/results/h200/
+ * select.jsonl at 85e32b1). A wrong guess costs speed, never exactness: both scans feed the same
+ * verify. */
+static __device__ __forceinline__ bool sel_class_overflows(int64_t cls, int P, uint32_t cap) {
+    return cls / P > 2 * (int64_t)cap;
 }
 
 template <int DT>
@@ -276,8 +294,12 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) sel_sample_kernel(sel_param
         p.row_gt[r] = 0;
     }
     if (n <= p.k) return;
-    uint32_t t = sel_sample_threshold<DT>(sel_row_ptr<DT>(p, r, s), n, p.k, p.cap, buf, SEL_SAMPLE_MAX, sm);
-    if (threadIdx.x == 0) p.row_t[r] = t;
+    int64_t cls;
+    uint32_t t = sel_sample_threshold<DT>(sel_row_ptr<DT>(p, r, s), n, p.k, p.cap, buf, SEL_SAMPLE_MAX, sm, &cls);
+    if (threadIdx.x == 0) {
+        p.row_t[r] = t;
+        if (sel_class_overflows(cls, p.P, p.cap)) p.row_ovf[r] = 4u; /* (after the zero above: same thread) */
+    }
 }
 
 /* ---- scan --------------------------------------------------------------------------------- */
@@ -510,7 +532,9 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
         }
         return;
     }
-    uint32_t t = P == 1 ? sel_sample_threshold<DT>(row, n, p.k, p.cap, ckey, 2 * (int64_t)p.cap, sm) : p.row_t[r];
+    int64_t cls = 0;
+    uint32_t t = P == 1 ? sel_sample_threshold<DT>(row, n, p.k, p.cap, ckey, 2 * (int64_t)p.cap, sm, &cls) : p.row_t[r];
+    const bool big = t && (P == 1 ? sel_class_overflows(cls, 1, p.cap) : (__ldcg(&p.row_ovf[r]) & 4u) != 0);
     if (threadIdx.x == 0) sm->cnt = 0, sm->eq = 0;
     __syncthreads();
     int64_t L = ((n + P - 1) / P + 63) & ~(int64_t)63;
@@ -521,6 +545,8 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
          * (globaltimer stamps, decode B = 64 at 8K on the H200) */
         sel_stage_chunk<DT>(row, c0, c1, ckey, crel);
         if (threadIdx.x == 0) sm->cnt = (uint32_t)(c1 - c0);
+    } else if (big) {
+        sel_rescan_ties<DT>(row, c0, c1, t, ckey, crel, p.cap, sm);
     } else {
         sel_scan<DT, 0>(row, c0, c1, t, ckey, crel, p.cap, sm);
     }
@@ -532,7 +558,11 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
      * "incomplete": some ties are not among its candidates. */
     uint32_t cnt = sm->cnt, gt, eqc;
     bool ovf = cnt > p.cap, inc = false;
-    if (!ovf && P == 1) {
+    if (big) { /* the tie scan's counts, as after a rescan below */
+        gt = cnt;
+        eqc = sm->eq;
+        inc = eqc > 0;
+    } else if (!ovf && P == 1) {
         /* ties below need inc, which only a rescan sets; the fallback test needs gt + eqc, which
          * is cnt: the two counts are not needed */
         gt = cnt;
