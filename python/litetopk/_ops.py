@@ -307,7 +307,7 @@ def _lookup(kind, sk, arrs, state=None, tag=(), call=None):
     if s is None:
         return None, _fast.MISS
     key = (kind, sk, *tag, *s[0])
-    plan = _fast.plans().get(key)
+    plan = _fast.find(kind, key)
     if plan is None:
         return key, _fast.MISS
     return key, (call(plan, arrs, s[1]) if call else plan.call(arrs, s[1], state))
