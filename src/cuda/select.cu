@@ -263,18 +263,22 @@ static __device__ uint32_t sel_sample_threshold(const typename ltk_dt<DT>::raw *
     if (rr > m) return 0u;
     uint32_t eq;
     const uint32_t t = sel_sample_quantile(buf, (uint32_t)m, (uint32_t)rr, sm, &eq);
-    *cls = (int64_t)eq * n / m;
+    /* the class's lower 4-sigma bound (a sample count of eq has sd ~sqrt(eq)): a class predicted
+     * at its buffer's size is then over it with near certainty */
+    const float lo4 = (float)eq - 4.0f * sqrtf((float)eq);
+    *cls = lo4 > 0.0f ? (int64_t)lo4 * n / m : 0;
     return t;
 }
 
-/* The class at t, as the sample predicts it, would overflow a chunk's buffer twice over: the chunk
- * then goes straight to the tie scan (entries above t stored, ties counted) instead of a first
- * scan that aborts on the overflow and the rescan after it. Why: 64 x 1M distinct16 took 1.52x
- * and nonfinite 1.64x the normal rows' time, reading most chunks ~1.5 times (bench/results/h200/
- * select.jsonl at 85e32b1). A wrong guess costs speed, never exactness: both scans feed the same
- * verify. */
+/* The class at t, as the sample predicts it (its lower 4-sigma bound), would overflow a chunk's
+ * buffer: the chunk then goes straight to the tie scan (entries above t stored, ties counted)
+ * instead of a first scan that aborts on the overflow and the rescan after it. Why: 64 x 1M
+ * distinct16 took 1.52x and nonfinite 1.64x the normal rows' time, reading most chunks ~1.5 times
+ * (bench/results/h200/select.jsonl at 85e32b1); with twice the buffer as the bar, their classes
+ * (16K and 13K a chunk against 8K) still took the aborted scan. A wrong guess costs speed, never
+ * exactness: both scans feed the same verify. */
 static __device__ __forceinline__ bool sel_class_overflows(int64_t cls, int P, uint32_t cap) {
-    return cls / P > 2 * (int64_t)cap;
+    return cls / P > (int64_t)cap;
 }
 
 template <int DT>
@@ -459,14 +463,36 @@ static __device__ __noinline__ void sel_rescan_ties(const typename ltk_dt<DT>::r
 template <int DT>
 static __device__ void sel_take_ties(const typename ltk_dt<DT>::raw *row, int64_t n, uint32_t t, uint32_t r,
                                      uint64_t *dst, ltk_sel_smem *sm) {
-    const int J = 16;
+    typedef typename ltk_dt<DT>::raw raw;
+    const int J = 16, VW = 16 / (int)sizeof(raw); /* entries a 16-byte vector */
+    const bool vec = ((uintptr_t)row & 15u) == 0;  /* (then every thread's 16 entries are aligned) */
     uint32_t found = 0; /* block-uniform */
     for (int64_t b = 0; b < n && found < r; b += (int64_t)LTK_SEL_NT * J) {
         const int64_t i0 = b + (int64_t)threadIdx.x * J;
         uint32_t m = 0;
-#pragma unroll 4
-        for (int j = 0; j < J; j++)
-            if (i0 + j < n && ltk_dt<DT>::key(row[i0 + j]) == t) m |= 1u << j;
+        /* every load of the block in flight before the first compare: one memory round trip a
+         * block, not one per unrolled group (a 5%-dense class at k = 2048 is five blocks) */
+        if (vec && i0 + J <= n) {
+            uint4 v[J / VW];
+#pragma unroll
+            for (int u = 0; u < J / VW; u++) v[u] = __ldcg((const uint4 *)(row + i0) + u);
+#pragma unroll
+            for (int u = 0; u < J / VW; u++) {
+                const uint32_t ws[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+                for (int j = 0; j < VW; j++) {
+                    const uint32_t bits = VW == 4 ? ws[j] : (ws[j >> 1] >> ((j & 1) * 16));
+                    if (ltk_dt<DT>::key(bits) == t) m |= 1u << (u * VW + j);
+                }
+            }
+        } else {
+            raw v[J];
+#pragma unroll
+            for (int j = 0; j < J; j++) v[j] = i0 + j < n ? row[i0 + j] : raw();
+#pragma unroll
+            for (int j = 0; j < J; j++)
+                if (i0 + j < n && ltk_dt<DT>::key(v[j]) == t) m |= 1u << j;
+        }
         uint32_t total;
         uint32_t rank = found + ltk_block_scan((uint32_t)__popc(m), sm->warp, &total);
         for (; m && rank < r; m &= m - 1, rank++) dst[rank] = ltk_comp(t, (uint32_t)(i0 + __ffs(m) - 1));
@@ -608,12 +634,20 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
             gk[base + j] = ckey[j];
             gr[base + j] = crel[j];
         }
-        __threadfence();
+        /* One thread fences, after the barrier (cooperative groups' grid sync does the same): the
+         * barrier orders the CTA's stores before its release, and the last CTA's acquire before
+         * its threads' reads. Why: a fence in each of the 512 threads was 4.7% of this kernel's
+         * stall samples at decode B = 64, 64K (ncu source counters, membar), with barrier waits
+         * behind it. */
         __syncthreads();
-        if (threadIdx.x == 0) sm->last = atomicAdd(&p.row_done[r], 1u) == (uint32_t)P - 1;
+        if (threadIdx.x == 0) {
+            __threadfence();
+            const bool last = atomicAdd(&p.row_done[r], 1u) == (uint32_t)P - 1;
+            if (last) __threadfence();
+            sm->last = last;
+        }
         __syncthreads();
         if (!sm->last) return;
-        __threadfence();
         total = *(volatile uint32_t *)&p.row_cnt[r];
         const uint32_t fl = *(volatile uint32_t *)&p.row_ovf[r];
         ovf = (fl & 1u) != 0;
