@@ -634,20 +634,12 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
             gk[base + j] = ckey[j];
             gr[base + j] = crel[j];
         }
-        /* One thread fences, after the barrier (cooperative groups' grid sync does the same): the
-         * barrier orders the CTA's stores before its release, and the last CTA's acquire before
-         * its threads' reads. Why: a fence in each of the 512 threads was 4.7% of this kernel's
-         * stall samples at decode B = 64, 64K (ncu source counters, membar), with barrier waits
-         * behind it. */
+        __threadfence();
         __syncthreads();
-        if (threadIdx.x == 0) {
-            __threadfence();
-            const bool last = atomicAdd(&p.row_done[r], 1u) == (uint32_t)P - 1;
-            if (last) __threadfence();
-            sm->last = last;
-        }
+        if (threadIdx.x == 0) sm->last = atomicAdd(&p.row_done[r], 1u) == (uint32_t)P - 1;
         __syncthreads();
         if (!sm->last) return;
+        __threadfence();
         total = *(volatile uint32_t *)&p.row_cnt[r];
         const uint32_t fl = *(volatile uint32_t *)&p.row_ovf[r];
         ovf = (fl & 1u) != 0;
