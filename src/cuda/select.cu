@@ -464,7 +464,7 @@ template <int DT>
 static __device__ void sel_take_ties(const typename ltk_dt<DT>::raw *row, int64_t n, uint32_t t, uint32_t r,
                                      uint64_t *dst, ltk_sel_smem *sm) {
     typedef typename ltk_dt<DT>::raw raw;
-    const int J = 16, VW = 16 / (int)sizeof(raw); /* entries a 16-byte vector */
+    const int J = 16, VW = ltk_dt<DT>::VW; /* entries a 16-byte vector */
     const bool vec = ((uintptr_t)row & 15u) == 0;  /* (then every thread's 16 entries are aligned) */
     uint32_t found = 0; /* block-uniform */
     for (int64_t b = 0; b < n && found < r; b += (int64_t)LTK_SEL_NT * J) {
