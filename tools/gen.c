@@ -415,6 +415,38 @@ ltk_status gen_embeddings(int64_t rows, int32_t D, int64_t clusters, uint64_t se
     return LTK_OK;
 }
 
+const char *const gen_knn_dists[] = {"clustered", "dup", "equal", "zero", "scale-hi", "scale-lo", "nonfinite", NULL};
+
+int gen_knn_dist_known(const char *name) {
+    for (int i = 0; gen_knn_dists[i]; i++)
+        if (!strcmp(name, gen_knn_dists[i])) return 1;
+    return 0;
+}
+
+void gen_knn_dist_apply(float *base, int64_t N, int32_t D, const char *name, uint64_t seed) {
+    const size_t d = (size_t)D;
+    if (!strcmp(name, "dup") || !strcmp(name, "equal")) {
+        const int64_t m = !strcmp(name, "equal") ? 1 : (N / 16 > 0 ? N / 16 : 1);
+        for (int64_t i = m; i < N; i++) { /* rows below m stay: sources, read before any is overwritten */
+            const uint64_t src = (uint64_t)i * 0x9e3779b97f4a7c15ull ^ seed;
+            memcpy(base + (size_t)i * d, base + (size_t)(src % (uint64_t)m) * d, sizeof(float) * d);
+        }
+    } else if (!strcmp(name, "zero")) {
+        for (int64_t i = 0; i < N; i++)
+            if (i % 10 != 0) memset(base + (size_t)i * d, 0, sizeof(float) * d);
+    } else if (!strcmp(name, "scale-hi") || !strcmp(name, "scale-lo")) {
+        const float f = !strcmp(name, "scale-hi") ? 1e15f : 1e-15f;
+        for (size_t i = 0; i < (size_t)N * d; i++) base[i] *= f;
+    } else if (!strcmp(name, "nonfinite")) {
+        gen_rng r;
+        gen_rng_seed(&r, seed ^ 0x6e6f6e66696e69ull);
+        for (int64_t i = 0; i < N; i++) {
+            const uint64_t u = gen_u64(&r) % 1000u;
+            if (u < 2) base[(size_t)i * d + gen_u64(&r) % d] = u == 0 ? NAN : INFINITY;
+        }
+    }
+}
+
 /* ---- score matrices ------------------------------------------------------------------------ */
 static const char *const dist_names[GEN_SCORES_COUNT] = {
     "dsa", "normal", "offset", "ties", "shift4", "equal", "distinct2", "distinct4", "distinct16", "plateau0",

@@ -67,6 +67,18 @@ void gen_dsa_free(gen_dsa *d);
  * same mixture. Output float32 [rows, D]. */
 ltk_status gen_embeddings(int64_t rows, int32_t D, int64_t clusters, uint64_t seed, uint64_t stream, float **out);
 
+/* The kNN's distributions (`bench knn --dist`), applied to a base from gen_embeddings, seeded:
+ *   clustered   as generated (the default)
+ *   dup         every row a copy of one of N/16 distinct rows (each score 16 times: ties at the k-th)
+ *   equal       every row row 0 (one score a query: a flat row)
+ *   zero        9 rows in 10 the zero vector (scores exactly 0: the plateau under k = N/10)
+ *   scale-hi    x 1e15 (inner products ~1e15; f16 stores inf, so its scores are inf or NaN)
+ *   scale-lo    x 1e-15 (inner products ~1e-15; f16 flushes the vectors to 0: a flat row)
+ *   nonfinite   1 row in 1000 holds a NaN element, 1 in 1000 a +inf one (NaN scores rank last) */
+extern const char *const gen_knn_dists[];
+int gen_knn_dist_known(const char *name);
+void gen_knn_dist_apply(float *base, int64_t N, int32_t D, const char *name, uint64_t seed);
+
 /* ---- score matrices for select ------------------------------------------------------------ */
 typedef enum gen_score_dist {
     GEN_SCORES_DSA = 0, /* bulk N(30, 2.5^2) plus a 1% exponential upper tail: concentrated like DSA rows */

@@ -1,6 +1,6 @@
 /* Exact, deterministic GPU top-k select over materialised rows (f32 / f16 / bf16).
  *
- * Fast tier (k <= 4096): one pass over HBM in the common case.
+ * Fast tier (k <= 8192): one pass over HBM in the common case.
  *   1. Sample: 16K keys of the row in 8-entry runs spread over the valid range (one 32-byte sector
  *      each); t = the r-th best sampled key with r ~ 2k * m / n. Only a guess: it is VERIFIED below.
  *   2. Scan: stream the row once (16-byte loads, 4 in flight per thread); entries with key >= t go
@@ -21,7 +21,7 @@
  *      ltk_stats.fallback_rows.
  *   5. Sort the k composites (bitonic in shared memory) unless LTK_FLAG_UNSORTED; reload the
  *      reported scores from the input so their bits are the input's (-0 stays -0).
- * General tier (k > 4096) and the fallback (4): radix passes over the key bits straight from the
+ * General tier (k > 8192) and the fallback (4): radix passes over the key bits straight from the
  *   row (11-bit digits, early exit when the threshold bucket is exactly what is needed), then an
  *   ordered prefix count that takes the LOWEST indices among entries equal to the k-th key, then a
  *   gather. k > 16384 sorts with CUB's segmented radix sort.
@@ -33,7 +33,11 @@
 #include "ptx.cuh"
 #include "select.cuh"
 
-#define SEL_FAST_KMAX 4096
+/* k up to 8192 in the fast tier: at k = 8192 its buffer shrinks to what 227 KB of shared memory
+ * holds (~19.5K candidates against 4k), one CTA an SM. Why: the general tier is one CTA a row
+ * streaming it three times; 64 x 5M bf16 at k = 8192 took 7.78 ms against torch.topk's 2.52 in the
+ * same process (bench/results/h200/select.jsonl, bench/gpu_select_torch.py). */
+#define SEL_FAST_KMAX 8192
 #define SEL_SAMPLE_MAX 16384
 #define SEL_MINCHUNK 16384
 #define SEL_SMEM_SORT_MAX 16384 /* general tier: bitonic in shared memory up to this padded k */
@@ -253,10 +257,13 @@ static __device__ uint32_t sel_sample_threshold(const typename ltk_dt<DT>::raw *
         }
     }
     __syncthreads();
-    /* r ~ 2k m / n puts about 2k entries at or above t. r also needs to be large enough that the
+    /* r ~ 2k m / n puts about 2k entries at or above t (0.8 of the buffer where that is less: k =
+     * 8192, whose 19.5K buffer would overflow at 3 sigma of a 2k target, r = 256). r also needs to be large enough that the
      * r-th sampled key is a stable quantile (relative spread ~ 1/sqrt(r): at r = 64 a count below k
      * is a 4-sigma event), but not so large that the expected count r n / m overflows the buffer. */
-    int64_t rr = (2 * (int64_t)k * m + n - 1) / n;
+    int64_t want = 2 * (int64_t)k;
+    if (want > (int64_t)cap * 4 / 5) want = (int64_t)cap * 4 / 5;
+    int64_t rr = (want * m + n - 1) / n;
     int64_t rv = (int64_t)cap * m / (2 * n);
     rv = rv < 16 ? 16 : (rv > 64 ? 64 : rv);
     if (rr < rv) rr = rv;
@@ -534,9 +541,10 @@ static __device__ void sel_finish_smem(const sel_params &p, int64_t r, int64_t s
 
 /* ---- fast tier ----------------------------------------------------------------------------- */
 /* 2 CTAs an SM (64 registers). The 16-bit kernels spill a little under that cap; without it they
- * took 105 registers (1 CTA an SM) and ran no faster (bf16 64 x 1M: 0.170 ms either way). */
+ * took 105 registers (1 CTA an SM) and ran no faster (bf16 64 x 1M: 0.170 ms either way). k > 4096
+ * (SE = 16) holds one CTA an SM by its shared memory anyway, and its register sort needs the room. */
 template <int DT, int SE> /* SE: the sort's elements a thread (sel_finish_smem) */
-static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_params p) {
+static __global__ void __launch_bounds__(LTK_SEL_NT, SE > 8 ? 1 : 2) sel_fast_kernel(sel_params p) {
     ltk_pdl_wait();
     ltk_pdl_launch();
     extern __shared__ __align__(16) unsigned char smraw[];
@@ -670,7 +678,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
              * not given where a small shared memory shrank cap); a crowded bucket leaves it to the
              * radix passes */
             ltk_src_cand_glob src = {gk, gr, total};
-            const uint64_t *top = ltk_topk_bucket(src, (uint32_t)p.k, sm, sb, ckey);
+            const uint64_t *top = ltk_topk_bucket(src, (uint32_t)p.k, sm, sb, ckey, !(p.flags & LTK_FLAG_UNSORTED));
             if (top) {
                 if (threadIdx.x == 0) {
                     p.st_cand[r] = (int32_t)total;
@@ -683,7 +691,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
         if (!use_glob && total > p.k && (uint32_t)p.k <= p.cap) {
             /* one CTA a row: the same, its candidates (keys and rows, 2 cap words) in place */
             ltk_src_cand_smem src = {ckey, crel, (uint32_t)total};
-            const uint64_t *top = ltk_topk_bucket(src, (uint32_t)p.k, sm, sb, ckey);
+            const uint64_t *top = ltk_topk_bucket(src, (uint32_t)p.k, sm, sb, ckey, !(p.flags & LTK_FLAG_UNSORTED));
             if (top) {
                 if (threadIdx.x == 0) {
                     p.st_cand[r] = (int32_t)total;
@@ -747,7 +755,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) sel_fast_kernel(sel_para
     sel_finish_smem<DT, SE>(p, r, s, sb, got, (uint64_t *)ckey, p.cap, sm);
 }
 
-/* ---- general tier (k > 4096) --------------------------------------------------------------- */
+/* ---- general tier (k > 8192) --------------------------------------------------------------- */
 template <int DT>
 static __global__ void __launch_bounds__(LTK_SEL_NT) sel_general_kernel(sel_params p, int smem_sort) {
     extern __shared__ __align__(16) unsigned char smraw[];
@@ -894,7 +902,7 @@ extern "C" ltk_status ltk_cuda_select_workspace(const ltk_select_args *a, const 
     return LTK_OK;
 }
 
-/* The fast tier, its kernel built for E = kp / LTK_SEL_NT (kp <= SEL_FAST_KMAX: E <= 8). */
+/* The fast tier, its kernel built for E = kp / LTK_SEL_NT (kp <= SEL_FAST_KMAX: E <= 16). */
 template <int DT, int E>
 static ltk_status sel_launch_fast(const ltk_select_args *a, const sel_plan *pl, sel_params p, cudaStream_t st) {
     LTK_FORWARD_IF((sel_kernel_attrs<DT, E>(pl->smem, 0, pl->sample_smem)));
@@ -911,12 +919,13 @@ template <int DT>
 static ltk_status sel_launch(const ltk_select_args *a, const sel_plan *pl, sel_params p, cudaStream_t st,
                              unsigned char *ws) {
     if (pl->fast) {
-        static_assert(SEL_FAST_KMAX <= 8 * LTK_SEL_NT, "the fast tier's sort is built for E <= 8");
+        static_assert(SEL_FAST_KMAX <= 16 * LTK_SEL_NT, "the fast tier's sort is built for E <= 16");
         switch (ltk_sort_e_of(pl->kp)) {
         case 1: return sel_launch_fast<DT, 1>(a, pl, p, st);
         case 2: return sel_launch_fast<DT, 2>(a, pl, p, st);
         case 4: return sel_launch_fast<DT, 4>(a, pl, p, st);
-        default: return sel_launch_fast<DT, 8>(a, pl, p, st);
+        case 8: return sel_launch_fast<DT, 8>(a, pl, p, st);
+        default: return sel_launch_fast<DT, 16>(a, pl, p, st);
         }
     }
     LTK_FORWARD_IF((sel_kernel_attrs<DT, 1>(0, pl->smem, 0)));

@@ -281,6 +281,16 @@ static void tie_suite(int small) {
             sc_ties(2, 1 << 20, k, dts[d], G_SHIFT, 0, LTK_FLAG_UNSORTED); /* split rows */
         }
     }
+    /* the largest fast k (8192: the shrunk buffer, one CTA an SM, the 16-element sort) */
+    const int64_t k8 = 8192;
+    const int64_t m8[5] = {0, k8 / 2, k8 - 1, k8, 4 * k8};
+    for (int i = 0; i < 5; i++) {
+        sc_ties(140, 100000, k8, LTK_DTYPE_F32, G_PLAT, m8[i], 0);                /* one CTA a row */
+        sc_ties(2, 1 << 20, k8, LTK_DTYPE_BF16, G_PLAT, m8[i], LTK_FLAG_UNSORTED); /* split rows */
+    }
+    sc_ties(2, 1 << 20, k8, LTK_DTYPE_F32, G_FLAT, 0, 0);
+    sc_ties(140, 100000, k8, LTK_DTYPE_F16, G_DIST2, 0, 0);
+    sc_ties(2, 1 << 20, k8, LTK_DTYPE_F32, G_SHIFT, 0, 0);
 }
 
 static int suite(int small) {
@@ -290,7 +300,8 @@ static int suite(int small) {
         sc(2, 20000, 100, LTK_DTYPE_BF16, G_FLAT, 0, 0, 0, 0, 1);
         sc(2, 40000, 64, LTK_DTYPE_F16, G_FEW, 2, 1, 0, LTK_FLAG_ABSOLUTE, 1);
         sc(1, 100000, 300, LTK_DTYPE_F32, G_SPECIAL, 0, 0, 0, 0, 1); /* P > 1 path */
-        sc(2, 12000, 5000, LTK_DTYPE_F32, G_FEW, 0, 0, 0, 0, 1);     /* general tier */
+        sc(2, 12000, 5000, LTK_DTYPE_F32, G_FEW, 0, 0, 0, 0, 1);     /* fast tier, E = 16 */
+        sc(2, 30000, 9000, LTK_DTYPE_F32, G_FEW, 0, 0, 0, 0, 1);     /* general tier */
         sc(1, 30000, 20000, LTK_DTYPE_F32, G_RANDN, 0, 0, 0, 0, 1);  /* CUB sort */
         return 0;
     }
@@ -299,7 +310,10 @@ static int suite(int small) {
         for (int d = 0; d < 3; d++) {
             sc(40, 30000, 200, dts[d], g, 0, 0, 0, 0, 1);
             sc(2, 300000, 2048, dts[d], g, g % 2, 5, 3, g % 3 == 0 ? LTK_FLAG_UNSORTED : 0, 1);
+            sc(2, 1 << 20, 8192, dts[d], g, g % 2, 0, 1, g % 3 == 1 ? LTK_FLAG_UNSORTED : 0, 1); /* largest fast k */
         }
+    for (int g = 0; g < G_NGEN; g++) /* k = 8192, one CTA a row (rows > the 132 CTA slots) */
+        sc(140, 60000, 8192, LTK_DTYPE_F32, g, 0, 0, 0, 0, 1);
     /* shapes and options */
     sc(300, 50000, 2048, LTK_DTYPE_F32, G_RANDN, 0, 0, 0, 0, 1);          /* many rows, P = 1 */
     sc(600, 9000, 64, LTK_DTYPE_F32, G_RANDN, 1, 7, 1, 0, 1);             /* row fits the buffer */
@@ -314,8 +328,10 @@ static int suite(int small) {
     sc(30, 20000, 777, LTK_DTYPE_F32, G_SPECIAL, 1, 0, 0, LTK_FLAG_ABSOLUTE | LTK_FLAG_UNSORTED, 1);
     sc(8, 100000, 4096, LTK_DTYPE_F32, G_RANDN, 0, 1, 0, 0, 0);           /* largest fast k, no scores */
     sc(8, 100000, 4096, LTK_DTYPE_BF16, G_FEW, 0, 0, 0, 0, 1);
-    sc(3, 200000, 8192, LTK_DTYPE_F32, G_RANDN, 1, 0, 0, 0, 1);           /* general tier, smem sort */
+    sc(3, 200000, 8192, LTK_DTYPE_F32, G_RANDN, 1, 0, 0, 0, 1);           /* largest fast k */
     sc(3, 200000, 8192, LTK_DTYPE_F16, G_BUCKET, 0, 0, 0, LTK_FLAG_UNSORTED, 1);
+    sc(3, 200000, 8193, LTK_DTYPE_F32, G_RANDN, 1, 0, 0, 0, 1);           /* general tier, smem sort */
+    sc(3, 200000, 12000, LTK_DTYPE_F16, G_BUCKET, 0, 0, 0, LTK_FLAG_UNSORTED, 1);
     sc(2, 100000, 16384, LTK_DTYPE_BF16, G_FLAT, 0, 0, 0, 0, 1);
     sc(2, 50000, 20000, LTK_DTYPE_F32, G_RANDN, 0, 0, 2, 0, 1);           /* CUB sort */
     sc(2, 50000, 20000, LTK_DTYPE_F32, G_FEW, 0, 0, 0, LTK_FLAG_UNSORTED, 1);
