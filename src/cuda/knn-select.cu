@@ -284,7 +284,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, E >= 16 ? 1 : 2) knn_final_
         } else if (src.cnt <= c.stage) {
             bool staged = false;
             if (2 * c.k <= c.stage) { /* (block-uniform) */
-                const uint64_t *s = ltk_topk_bucket(src, (uint32_t)c.k, sm, sb, stage, true);
+                const uint64_t *s = ltk_topk_bucket(src, (uint32_t)c.k, sm, sb, stage);
                 if (s) {
                     knn_final_store(c, o, qq, s, (uint32_t)c.k);
                     return;

@@ -678,7 +678,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, SE > 8 ? 1 : 2) sel_fast_ke
              * not given where a small shared memory shrank cap); a crowded bucket leaves it to the
              * radix passes */
             ltk_src_cand_glob src = {gk, gr, total};
-            const uint64_t *top = ltk_topk_bucket(src, (uint32_t)p.k, sm, sb, ckey, !(p.flags & LTK_FLAG_UNSORTED));
+            const uint64_t *top = ltk_topk_bucket(src, (uint32_t)p.k, sm, sb, ckey);
             if (top) {
                 if (threadIdx.x == 0) {
                     p.st_cand[r] = (int32_t)total;
@@ -691,7 +691,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, SE > 8 ? 1 : 2) sel_fast_ke
         if (!use_glob && total > p.k && (uint32_t)p.k <= p.cap) {
             /* one CTA a row: the same, its candidates (keys and rows, 2 cap words) in place */
             ltk_src_cand_smem src = {ckey, crel, (uint32_t)total};
-            const uint64_t *top = ltk_topk_bucket(src, (uint32_t)p.k, sm, sb, ckey, !(p.flags & LTK_FLAG_UNSORTED));
+            const uint64_t *top = ltk_topk_bucket(src, (uint32_t)p.k, sm, sb, ckey);
             if (top) {
                 if (threadIdx.x == 0) {
                     p.st_cand[r] = (int32_t)total;

@@ -340,6 +340,9 @@ template <int E, bool RAW> static __device__ void ltk_sort_regs(uint64_t *comp, 
         c[j] = comp[j * nt + t];
         r[j] = RAW ? raw[j * nt + t] : 0u;
     }
+    /* every thread's input read before the first round trip writes others' slots (racecheck: E = 16,
+     * k = 5000, the register stages up to size 32 E having no barrier of their own) */
+    __syncthreads();
     for (int size = 2; size <= np; size <<= 1) {
         int stride = size >> 1;
         if (stride >= 32 * E) {
@@ -661,13 +664,12 @@ static __device__ __forceinline__ uint32_t ltk_bucket_rel(const ltk_src_cand_sme
  * (flat or tied tails): the caller then selects by radix passes. Src: candidates in global memory
  * (ltk_src_cand_glob) or in shared memory at skeys (ltk_src_cand_smem, rel beside them: out then
  * overwrites both, after the scatter). Users: the kNN's final select (knn-select.cu) and the fast
- * tier of select.cu (a row's last CTA, and a row of one CTA). sorted = false (LTK_FLAG_UNSORTED):
- * the same set, in no particular order. Why: at k = 8,192 (13k
+ * tier of select.cu (a row's last CTA, and a row of one CTA). Why: at k = 8,192 (13k
  * candidates a query, B = 64, N = 1M) the kNN's final select took 42 us, half of it in three 11-bit
  * radix passes and the gather, the rest in the bucket sort (ncu): one histogram serves both. */
 template <class Src>
 static __device__ const uint64_t *ltk_topk_bucket(const Src &src, uint32_t k, ltk_sel_smem *sm, uint64_t *sb,
-                                                   uint32_t *skeys, bool sorted) {
+                                                   uint32_t *skeys) {
     const int n = (int)src.cnt, lane = threadIdx.x & 31;
     if (threadIdx.x == 0) {
         sm->kmin = 0xffffffffu;
@@ -734,16 +736,11 @@ static __device__ const uint64_t *ltk_topk_bucket(const Src &src, uint32_t k, lt
     }
     __syncthreads();
     /* place: each entry at its bucket's start plus its count of larger composites there (distinct:
-     * the row index breaks key ties, lower first); of b*, only ranks below k - above. Unsorted, the
-     * buckets above b* are all winners and stay where the scatter put them: only b* is ranked. */
+     * the row index breaks key ties, lower first); of b*, only ranks below k - above */
     uint64_t *out = (uint64_t *)skeys;
     for (uint32_t p = threadIdx.x; p < nw; p += LTK_SEL_NT) {
         const uint64_t c = sb[p];
         const uint32_t bk = LTK_CAND_BUCKET(ltk_comp_key(c));
-        if (!sorted && bk < bstar) {
-            out[p] = c;
-            continue;
-        }
         const uint32_t lo = bk ? sm->hist[bk - 1] : 0u, hi = sm->hist[bk];
         uint32_t rank = 0;
         for (uint32_t j = lo; j < hi; j++) rank += sb[j] > c;
