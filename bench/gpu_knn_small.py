@@ -7,6 +7,7 @@ alone (CUDA events around one call, then a sync; the median of 20 after warm-up)
 a torch user writes: `torch.topk(q @ x.T, k)` (its GEMM in the input dtype, as torch runs it). Each
 line has the time of both and litetopk's recall against the baseline's set on fp32 scores of the same
 inputs (rounding of near-equal scores may swap members at the k-th place: 1.0 means the same set).
+Both algos are timed (fused and materialize), to place the crossover between them.
   python3 bench/gpu_knn_small.py --json bench/results/h200/knn.jsonl [--quick]
 """
 import argparse
@@ -45,12 +46,13 @@ def main():
                         want = torch.topk(ref_s, k, dim=1).indices
                         hit = sum(len(set(a.tolist()) & set(b.tolist())) for a, b in zip(i, want))
                         recall = hit / (B * k)
-                        ms = time_ms(lambda: litetopk.knn_topk(q, x, k), reps=20, warmup=3)
                         tms = time_ms(lambda: torch.topk(q @ x.T, k, dim=1), reps=20, warmup=3)
-                        emit_jsonl(dict(op="knn", backend="cuda", algo="fused", harness="bench/gpu_knn_small.py",
-                                        B=B, N=N, D=D, k=k, dtype=str(dt).replace("torch.", ""), metric="ip",
-                                        median_ms=ms, torch_ms=tms, speedup_vs_torch=tms / ms, recall_vs_torch=recall,
-                                        device=dev, commit=commit(), path="python"), out)
+                        for algo in ("fused", "materialize"):
+                            ms = time_ms(lambda: litetopk.knn_topk(q, x, k, algo=algo), reps=20, warmup=3)
+                            emit_jsonl(dict(op="knn", backend="cuda", algo=algo, harness="bench/gpu_knn_small.py",
+                                            B=B, N=N, D=D, k=k, dtype=str(dt).replace("torch.", ""), metric="ip",
+                                            median_ms=ms, torch_ms=tms, speedup_vs_torch=tms / ms,
+                                            recall_vs_torch=recall, device=dev, commit=commit(), path="python"), out)
                     del ref_s, q
                 del x
                 torch.cuda.empty_cache()
