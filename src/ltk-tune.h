@@ -30,6 +30,9 @@ typedef struct ltk_tune {
     /* LTK_CUDA_FUSED_DENSE_S (default 262144, 0 = never): the largest S at which a fused CUDA call of
      * >= 1,024 rows runs as dense windows */
     int64_t cuda_fused_dense_s;
+    /* LTK_CUDA_KNN_DENSE (default 8,388,608 = 2^23, 0 = never): a fused CUDA kNN call of at most this
+     * many scores (B x N) runs as materialize */
+    int64_t cuda_knn_dense;
     /* LTK_CUDA_POOL_KEEP_MB (default 2048): device memory the CUDA workspace pool of calls made
      * without a workspace keeps between calls (per device) */
     int64_t cuda_pool_keep_mb;

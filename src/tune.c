@@ -46,6 +46,7 @@ static void tune_read(ltk_tune *t) {
     t->cuda_mat_budget_mb = env_i64("LTK_CUDA_MAT_BUDGET_MB", 4096, 0, (int64_t)1 << 30);
     if (t->cuda_mat_budget_mb <= 0) t->cuda_mat_budget_mb = 4096; /* 0 or negative: the default */
     t->cuda_fused_dense_s = env_i64("LTK_CUDA_FUSED_DENSE_S", 262144, 0, INT64_MAX);
+    t->cuda_knn_dense = env_i64("LTK_CUDA_KNN_DENSE", (int64_t)1 << 23, 0, INT64_MAX);
     t->cuda_pool_keep_mb = env_i64("LTK_CUDA_POOL_KEEP_MB", 2048, 0, (int64_t)1 << 40);
 }
 

@@ -1916,6 +1916,11 @@ int main(int argc, char **argv) {
     /* the indexer tests exercise the CPU filter even where a fused call would run dense
      * (test_indexer_dense_dispatch lifts this) */
     set_fused_dense_off(1);
+    { /* the CUDA kNN's filter too, where a fused call would run as materialize (test-cuda-knn tests that dispatch) */
+        ltk_tune t = *ltk_tune_get();
+        t.cuda_knn_dense = 0;
+        ltk_tune_set(&t);
+    }
     init_backends();
     static const t_test tests[] = {
         T_ENTRY(test_select_random),        T_ENTRY(test_select_adversarial),   T_ENTRY(test_select_ranges_strided),

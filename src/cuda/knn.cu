@@ -54,6 +54,21 @@ static int64_t knn_sample_rows(int64_t nr, int k) {
 }
 extern "C" void ltk_cuda_knn_debug_chunk(int64_t rows) { knn_chunk_rows = rows > 0 ? rows : KNN_MAXCHUNK; }
 
+/* A fused call over at most cuda_knn_dense scores (B x N, 2^23 by default: 32 MB of them) runs as
+ * materialize: the scores written, then select.cu. Why: there the fused call's fixed stages (the
+ * sample, its threshold, the check and the fallback's launches) cost more than writing and reading
+ * the scores; in one process on the H200 (litetopk.knn_topk, bench/gpu_knn_small.py, records of
+ * 3fad31b) materialize took 0.11-0.15 against fused 0.16-0.17 ms at B = 1, N = 100K-200K, D = 384
+ * bf16, 0.12-0.14 against 0.14 at B = 64, N = 100K, and 0.18-0.25 against 0.25-0.34 for every D = 100
+ * and fp32 shape at B = 1; fused won from B = 64 at N = 200K (0.17-0.18 against 0.19-0.20 ms, 12.8M
+ * scores) and at B = 1000 (0.44-0.85 against 0.94-1.85). Set the same way for the size query and
+ * the call, so the workspace matches the path. */
+static int knn_dense(const ltk_knn_args *a, const ltk_exec *e) {
+    if (e && e->algo == LTK_ALGO_MATERIALIZE) return 1;
+    const int fused = !e || e->algo == LTK_ALGO_FUSED;
+    return fused && a->B * a->N <= ltk_tune_get()->cuda_knn_dense;
+}
+
 /* ---- plan ---------------------------------------------------------------------------------- */
 typedef struct knn_plan {
     int64_t qb;       /* queries per batch */
@@ -88,7 +103,7 @@ static ltk_status knn_make_plan(const ltk_knn_args *a, const ltk_exec *e, knn_pl
         pl->stage = (sc < pl->cap ? sc : pl->cap + 15) / 16 * 16;
     }
     int64_t Q = pl->qb;
-    int mat = e && e->algo == LTK_ALGO_MATERIALIZE;
+    int mat = knn_dense(a, e);
     size_t o = 0;
 #define KNN_ADD(field, bytes) \
     pl->field = o;            \
@@ -545,7 +560,7 @@ static ltk_status knn_run(const ltk_knn_args *a, const ltk_exec *e, const knn_pl
     b.dev = dv->dev;
     b.sms = dv->nsm;
     b.sm90 = sm90;
-    b.mat = e->algo == LTK_ALGO_MATERIALIZE;
+    b.mat = knn_dense(a, e);
     b.score_only = e->algo == LTK_ALGO_SCORE_ONLY;
     LTK_FORWARD_IF(knn_fin_plan(a, pl, dv, &b.fin));
     /* one chunk, fused: the final kernel writes the call's output itself (no output launch) */

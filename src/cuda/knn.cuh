@@ -56,23 +56,6 @@ static __device__ __forceinline__ float knn_score(float dot, float qn, float xn,
     return s + 0.0f;
 }
 
-/* atomicAdd(ctr, 1) for this lane as one atomic a distinct counter among the lanes here, each lane
- * getting its own slot (the old value plus its rank among its peers). Why: an entry a lane, the
- * epilogues' atomics all hit one address when a query's scores tie (every base row equal: the gate
- * passes every row, the fallback's histogram passes put them in one bin): 64 x 1M bf16, k = 128,
- * all rows equal took 16.9 ms against 0.449 (`bench knn --dist equal`, bench/results/h200/knn.jsonl).
- * Only the lanes that reach it take part (__activemask: the entries that pass), so the common,
- * filtered case pays nothing where nothing passes. */
-static __device__ __forceinline__ uint32_t knn_agg_inc(uint32_t *ctr) {
-    const unsigned act = __activemask();
-    const unsigned peers = __match_any_sync(act, (unsigned long long)(uintptr_t)ctr);
-    const int lane = (int)(threadIdx.x & 31), leader = __ffs(peers) - 1;
-    uint32_t base = 0;
-    if (lane == leader) base = atomicAdd(ctr, (uint32_t)__popc(peers));
-    base = __shfl_sync(peers, base, leader);
-    return base + (uint32_t)__popc(peers & ((1u << lane) - 1u));
-}
-
 /* One scored entry: (local row index, query in batch, score). */
 template <int MODE>
 static __device__ __forceinline__ void knn_emit(const knn_params &p, const uint32_t *thr_s, int64_t g, int qq, int ql,
@@ -85,7 +68,7 @@ static __device__ __forceinline__ void knn_emit(const knn_params &p, const uint3
     uint32_t key = ltk_key32(__float_as_uint(s));
     if (MODE == KNN_GATE) {
         if (key >= thr_s[ql]) {
-            const uint32_t pos = knn_agg_inc(&p.cnt[qq]);
+            uint32_t pos = atomicAdd(&p.cnt[qq], 1u);
             if ((int64_t)pos < p.cap) {
                 p.ckey[(int64_t)qq * p.cap + pos] = key;
                 p.crel[(int64_t)qq * p.cap + pos] = (uint32_t)g;
@@ -98,10 +81,10 @@ static __device__ __forceinline__ void knn_emit(const knn_params &p, const uint3
     if (MODE == KNN_HIST) {
         int top = p.fb_top[qq], sh = p.fb_shift[qq];
         if (top > 0 && (c & m) == pre)
-            (void)knn_agg_inc(&p.fb_hist[(int64_t)qq * LTK_SEL_BINS + ((c >> sh) & ((1ull << (top - sh)) - 1))]);
+            atomicAdd(&p.fb_hist[(int64_t)qq * LTK_SEL_BINS + ((c >> sh) & ((1ull << (top - sh)) - 1))], 1u);
     } else {
         if ((c & m) >= pre) {
-            const uint32_t pos = knn_agg_inc(&p.fb_cnt[qq]);
+            uint32_t pos = atomicAdd(&p.fb_cnt[qq], 1u);
             if ((int)pos < p.kp) p.fb_out[(int64_t)qq * p.kp + pos] = c;
         }
     }

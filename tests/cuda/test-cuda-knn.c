@@ -282,6 +282,7 @@ static void tune_with(const char *what, int value) {
     else if (!strcmp(what, "graph")) t.cuda_knn_graph = value;
     else if (!strcmp(what, "qi64")) t.cuda_knn_qi64 = value;
     else if (!strcmp(what, "thr_global")) t.cuda_knn_thr_global = value;
+    else if (!strcmp(what, "dense")) t.cuda_knn_dense = value;
     ltk_tune_set(&t);
 }
 static void tune_restore(void) { ltk_tune_set(&g_tune_saved); }
@@ -460,11 +461,27 @@ static void knn_hooks(void) {
     tune_restore();
 }
 
+/* A fused call over <= 2^23 scores runs as materialize (knn_dense in knn.cu); the other tests keep
+ * the filter (the hook set to 0 in main), these let the dispatch happen: the same checks, fused ==
+ * materialize bit for bit included, on both sides of the bound. */
+static void knn_dense_dispatch(void) {
+    tune_with("dense", 1 << 23);
+    kc(64, 100000, 128, 100, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0); /* 6.4M scores: dense */
+    kc(1, 200000, 100, 1000, F32, LTK_METRIC_L2, 3, 0, 0, 0, 1, 0); /* heavy ties, dense */
+    kc(3, 40000, 64, 100, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);    /* flat corpus, dense */
+    kc(48, 200000, 128, 100, B16, LTK_METRIC_COS, 0, 0, 0, 0, 1, 0); /* 9.6M: fused */
+    tune_restore();
+}
+
 static const t_test tests[] = {T_ENTRY(knn_small),   T_ENTRY(knn_metrics), T_ENTRY(knn_edges), T_ENTRY(knn_chunks),
-                               T_ENTRY(knn_b256),    T_ENTRY(knn_capture), T_ENTRY(knn_hooks)};
+                               T_ENTRY(knn_b256),    T_ENTRY(knn_capture), T_ENTRY(knn_hooks),
+                               T_ENTRY(knn_dense_dispatch)};
 
 int main(int argc, char **argv) {
     char small[] = "small";
     if (argc > 1 && !strcmp(argv[1], "--small")) argv[1] = small; /* the sanitizers' few cases */
+    ltk_tune t = *ltk_tune_get(); /* the filter everywhere but knn_dense_dispatch */
+    t.cuda_knn_dense = 0;
+    ltk_tune_set(&t);
     return T_RUN_ISOLATED(tests, 900, gu_no_cuda);
 }
