@@ -34,8 +34,10 @@ def newest_run(recs, harness):
     mine = [r for r in recs if r.get("harness") == harness]
     if not mine:
         return []
-    # newest by date, then by timestamp within it (a commit hash says nothing of its age)
-    last = max(mine, key=lambda r: (r.get("date", ""), r.get("timestamp", "")))
+    # newest by date, then by timestamp within it (a commit hash says nothing of its age); where
+    # harnesses write no timestamp, a clean commit before a dirty tree's, then the later in the record
+    last = max(enumerate(mine), key=lambda ir: (ir[1].get("date", ""), ir[1].get("timestamp", ""),
+                                                 not str(ir[1].get("commit", "")).endswith("-dirty"), ir[0]))[1]
     best = (last.get("date", ""), last.get("commit", ""))
     return [r for r in mine if (r.get("date", ""), r.get("commit", "")) == best]
 
