@@ -258,9 +258,10 @@ static __device__ uint32_t sel_sample_threshold(const typename ltk_dt<DT>::raw *
     }
     __syncthreads();
     /* r ~ 2k m / n puts about 2k entries at or above t (0.8 of the buffer where that is less: k =
-     * 8192, whose 19.5K buffer would overflow at 3 sigma of a 2k target, r = 256). r also needs to be large enough that the
-     * r-th sampled key is a stable quantile (relative spread ~ 1/sqrt(r): at r = 64 a count below k
-     * is a 4-sigma event), but not so large that the expected count r n / m overflows the buffer. */
+     * 8192, whose 19.5K buffer would overflow at 3 sigma of a 2k target, r = 256). r also needs to
+     * be large enough that the r-th sampled key is a stable quantile (relative spread ~ 1/sqrt(r):
+     * at r = 64 a count below k is a 4-sigma event), but not so large that the expected count
+     * r n / m overflows the buffer. */
     int64_t want = 2 * (int64_t)k;
     if (want > (int64_t)cap * 4 / 5) want = (int64_t)cap * 4 / 5;
     int64_t rr = (want * m + n - 1) / n;
