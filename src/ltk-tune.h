@@ -49,6 +49,8 @@ typedef struct ltk_tune {
                               * error, not a return to plain launches), -1 never */
     int cuda_knn_thr_global; /* CUDA kNN threshold: radix passes over the sample in global memory, the
                               * path of devices that refuse the 128 KB shared-memory attribute */
+    int cuda_knn_tiebound_off; /* CUDA kNN threshold: no position bound on a tie class at the
+                                * threshold (flat corpora then take the exact fallback) */
 } ltk_tune;
 
 /* The table: the environment as read on the first call (thread-safe). */

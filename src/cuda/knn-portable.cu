@@ -27,7 +27,7 @@ struct knn_smem {
     uint4 b[KNN_ST][KNN_BQ * 4];
     float xn[KNN_BM];
     float qn[KNN_BQ];
-    uint32_t thr[KNN_BQ];
+    uint32_t thr[KNN_BQ], lim[KNN_BQ];
 };
 
 template <int DT>
@@ -122,7 +122,10 @@ static __global__ void __launch_bounds__(KNN_NT, 2) knn_score_kernel(knn_params 
         if (kt == 0 && tid < KNN_BQ) { /* read in this item's epilogue, after several barriers */
             int qq = q0 + tid;
             sm->qn[tid] = (p.metric != LTK_METRIC_IP && qq < p.nq) ? p.qn[qq] : 0.0f;
-            if (MODE == KNN_GATE) sm->thr[tid] = qq < p.nq ? p.thr[qq] : 0xffffffffu;
+            if (MODE == KNN_GATE) {
+                sm->thr[tid] = qq < p.nq ? p.thr[qq] : 0xffffffffu;
+                sm->lim[tid] = qq < p.nq ? p.thr_lim[qq] : 0xffffffffu;
+            }
         }
         const int st = (int)(s % KNN_ST);
         if (p.metric != LTK_METRIC_IP) {
@@ -210,7 +213,7 @@ static __global__ void __launch_bounds__(KNN_NT, 2) knn_score_kernel(knn_params 
                             int row = wm * 64 + mt * 16 + (lane >> 2) + ((e >> 1) << 3);
                             int ql = wn * 32 + nt * 8 + 2 * (lane & 3) + (e & 1);
                             float sc = knn_score(acc[(mt * 4 + nt) * 4 + e], sm->qn[ql], sm->xn[row], p.metric);
-                            knn_emit<MODE>(p, sm->thr, n0 + row, q0 + ql, ql, sc);
+                            knn_emit<MODE>(p, sm->thr, sm->lim, n0 + row, q0 + ql, ql, sc);
                         }
             } else {
                 const int tx = tid & 15, ty = tid >> 4;
@@ -220,7 +223,7 @@ static __global__ void __launch_bounds__(KNN_NT, 2) knn_score_kernel(knn_params 
                     for (int j = 0; j < 4; j++) {
                         int row = ty + 16 * i, ql = tx + 16 * j;
                         float sc = knn_score(acc[i * 4 + j], sm->qn[ql], sm->xn[row], p.metric);
-                        knn_emit<MODE>(p, sm->thr, n0 + row, q0 + ql, ql, sc);
+                        knn_emit<MODE>(p, sm->thr, sm->lim, n0 + row, q0 + ql, ql, sc);
                     }
             }
         }

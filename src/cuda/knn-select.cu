@@ -29,6 +29,68 @@ struct knn_src_skeys {
     __device__ uint64_t comp(int64_t i) const { return (uint64_t)k[i] << 32; }
 };
 
+/* Index (in sample order) of the j-th sampled key equal to v (1 <= j <= their count): each
+ * thread counts a contiguous range, one block scan, the owner scans its range again. */
+template <class Src>
+static __device__ int64_t knn_thr_nth_tie(const Src &src, uint32_t v, uint32_t j, ltk_sel_smem *sm) {
+    const int64_t n = src.n(), per = (n + LTK_SEL_NT - 1) / LTK_SEL_NT, i0 = threadIdx.x * per;
+    const int64_t i1 = i0 + per < n ? i0 + per : n;
+    uint32_t cnt = 0, tot;
+    for (int64_t i = i0; i < i1; i++) cnt += (uint32_t)(src.comp(i) >> 32) == v;
+    if (threadIdx.x == 0) sm->found_rel = 0xffffffffu;
+    const uint32_t e = ltk_block_scan(cnt, sm->warp, &tot); /* (its barriers order the reset) */
+    if (e < j && j <= e + cnt) {
+        uint32_t left = j - e;
+        for (int64_t i = i0; i < i1; i++)
+            if ((uint32_t)(src.comp(i) >> 32) == v && --left == 0) {
+                sm->found_rel = (uint32_t)i;
+                break;
+            }
+    }
+    __syncthreads();
+    const int64_t r = sm->found_rel;
+    __syncthreads();
+    return r;
+}
+
+/* After the threshold's passes (the r-th sampled key's top 22 bits in sm->prefix): where the keys
+ * at or above that prefix predict more than half the cap (a tie class at the threshold: equal
+ * rows, a plateau), the r-th key v exactly (one more pass), and, when the class at v is what
+ * overflows, a bound lim on the row: below it the gate takes keys >= v, from it keys > v only.
+ * Every key above v then lands among the candidates, and of v's class the lowest-index ones; the
+ * check's rule stays exact (>= k candidates: every entry left out is beaten by k of them, ties by
+ * the lower index). lim: the row of the j-th sampled tie, j the sampled ties needed for k less a
+ * 4-sigma lower bound of the keys above v, plus 4 sigma; a multiple of 256 (the sm_90a gate tests
+ * it once per 128 rows). Why: all-equal corpora overflowed the cap whatever the threshold, and the
+ * exact fallback's seven passes took 15-17 ms against 0.45 for clustered rows (B = 64, N = 1M x
+ * 768 bf16, bench knn --dist equal, records of a0059b7). */
+template <class Src>
+static __device__ void knn_thr_class(const knn_ctl &c, const Src &src, int64_t r, ltk_sel_smem *sm, uint32_t *t,
+                                     uint32_t *lim) {
+    *t = (uint32_t)(sm->prefix >> 32);
+    *lim = 0xffffffffu;
+    const uint32_t kk = sm->kk, bkt = sm->bucket;
+    const double f = (double)c.n / (double)c.m; /* rows a sample */
+    if (!c.tiebound || bkt == kk || 2.0 * (double)(r - kk + bkt) * f <= (double)c.cap) return; /* (block-uniform) */
+    ltk_radix_select<Src, 1>(src, kk, KNN_THR_LO, 32, sm, sm->prefix, sm->mask);
+    const uint32_t v = (uint32_t)(sm->prefix >> 32), kk2 = sm->kk, eq = sm->bucket;
+    const double gt = (double)(r - kk2); /* sampled keys above v */
+    *t = v;
+    if (2.0 * (gt + (double)eq) * f <= (double)c.cap || v == 0u || v == 0xffffffffu) return;
+    const double gt_lo = gt - 4.0 * sqrt(gt) - 1.0 > 0.0 ? gt - 4.0 * sqrt(gt) - 1.0 : 0.0;
+    const double x = (double)c.k / f - gt_lo; /* sampled ties needed, expected */
+    if (x <= 0.0) {
+        *lim = 0u;
+        return;
+    }
+    const double jd = ceil(x + 4.0 * sqrt(x) + 4.0);
+    if (jd > (double)eq) return; /* too few sampled ties to place the bound: the class unbounded */
+    const int64_t i = knn_thr_nth_tie(src, v, (uint32_t)jd, sm);
+    if (i < 0 || i == 0xffffffffll) return;
+    const int64_t l = ((i + 1) * c.sstride + 255) & ~(int64_t)255;
+    if (l < c.n) *lim = (uint32_t)l;
+}
+
 static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ctl c) {
     __shared__ ltk_sel_smem sm;
     extern __shared__ __align__(16) uint32_t thr_keys[]; /* c.m rank keys when c.thr_smem, else absent (uint4 stores) */
@@ -42,7 +104,7 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ct
     }
     /* the fallback's first histogram pass adds into this (a memset launch before) */
     for (int i = threadIdx.x; i < LTK_SEL_BINS; i += LTK_SEL_NT) c.fb_hist[(int64_t)qq * LTK_SEL_BINS + i] = 0;
-    uint32_t t = 0;
+    uint32_t t = 0, lim = 0xffffffffu;
     if (c.n > c.cap && c.m >= 16) {
         const int64_t r = knn_thr_rank(c.k, c.m, c.n, c.cap);
         if (r <= c.m) {
@@ -74,14 +136,18 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_threshold_kernel(knn_ct
                 __syncthreads();
                 knn_src_skeys src = {thr_keys, c.m};
                 ltk_radix_select<knn_src_skeys, 1>(src, (uint32_t)r, 64, KNN_THR_LO, &sm);
+                knn_thr_class(c, src, r, &sm, &t, &lim);
             } else {
                 knn_src_samp src = {c.samp + (int64_t)qq * c.m, c.m};
                 ltk_radix_select<knn_src_samp, 1>(src, (uint32_t)r, 64, KNN_THR_LO, &sm);
+                knn_thr_class(c, src, r, &sm, &t, &lim);
             }
-            t = (uint32_t)(sm.prefix >> 32);
         }
     }
-    if (threadIdx.x == 0) c.thr[qq] = t;
+    if (threadIdx.x == 0) {
+        c.thr[qq] = t;
+        c.thr_lim[qq] = lim;
+    }
 }
 
 /* After GATE: decide per query whether the candidates are provably complete (true: it needs the

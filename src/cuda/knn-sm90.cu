@@ -432,7 +432,9 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
             const int qq = q0 + qa + 8 * h;
             if (qq < p.nq) {
                 if (need_xn) qn_r[h] = p.qn[qq];
-                if (MODE == KNN_GATE) thr_r[h] = p.thr[qq];
+                /* past the query's tie bound only keys above its threshold (the bound is a multiple
+                 * of 256, KS_BN: the item's rows lie on one side of it) */
+                if (MODE == KNN_GATE) thr_r[h] = p.thr[qq] + (uint32_t)(n0 >= (int64_t)p.thr_lim[qq]);
             }
         }
         float *xn = m->xn[it & 1];
@@ -508,7 +510,7 @@ __global__ void __launch_bounds__(KS_THREADS, 1)
                     for (int e = 0; e < 4; e++) {
                         const int h = e >> 1, row = half * 128 + 8 * j + 2 * (lane & 3) + (e & 1);
                         const float sc = knn_score(acc[s2][4 * j + e], qn_r[h], xn[row], p.metric);
-                        knn_emit<MODE>(p, thr_r, n0 + row, q0 + qa + 8 * h, h, sc);
+                        knn_emit<MODE>(p, thr_r, thr_r, n0 + row, q0 + qa + 8 * h, h, sc);
                     }
             }
         }

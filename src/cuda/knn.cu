@@ -52,6 +52,26 @@ static int64_t knn_sample_rows(int64_t nr, int k) {
     m = (m + 3) & ~(int64_t)3; /* whole 16-byte vectors per query row of the sample (threshold kernel) */
     return m < nr ? m : nr;
 }
+/* The sample of a chunk of nr rows: *m rows (at most knn_sample_rows) every *stride-th from row
+ * 0, the stride the smallest prime >= max(nr / knn_sample_rows, 5). Why a prime: a power-of-two
+ * stride sampled every tenth row of a corpus whose other rows are 0 twice as often as the corpus
+ * holds it (rows i % 10 == 0 at stride 128: every fifth sample), and hit only 1/128 of the sources
+ * of a corpus of copies placed by a multiplicative hash (the low 7 bits of 128 j times an odd
+ * constant are 0), so the threshold missed by 2x and more and the exact fallback ran (bench knn
+ * --dist zero / dup, k = 8192: 9.2 and 7.1 ms against 0.52, records of a0059b7). A prime shares
+ * a factor only with periods that are its multiples. */
+static void knn_sample_layout(int64_t nr, int k, int64_t *m, int64_t *stride) {
+    const int64_t m0 = knn_sample_rows(nr, k);
+    int64_t p = nr / m0 > 5 ? nr / m0 : 5;
+    for (;; p++) {
+        int prime = 1;
+        for (int64_t d = 2; d * d <= p && prime; d++) prime = p % d != 0;
+        if (prime) break;
+    }
+    *stride = p;
+    *m = (nr / p < m0 ? nr / p : m0) & ~(int64_t)3; /* (whole 16-byte vectors a query row, as knn_sample_rows) */
+}
+
 extern "C" void ltk_cuda_knn_debug_chunk(int64_t rows) { knn_chunk_rows = rows > 0 ? rows : KNN_MAXCHUNK; }
 
 /* A fused call over at most cuda_knn_dense scores (B x N, 2^23 by default: 32 MB of them) runs as
@@ -77,7 +97,7 @@ typedef struct knn_plan {
     int kp;
     int64_t cap, m;
     int64_t stage; /* candidate keys the final select stages in shared memory (before the device's limit) */
-    size_t o_qn, o_samp, o_thr, o_cnt, o_ckey, o_crel, o_fbany, o_fbon, o_fbhist, o_fbcnt, o_fbkk, o_fbpre, o_fbmask,
+    size_t o_qn, o_samp, o_thr, o_thrlim, o_cnt, o_ckey, o_crel, o_fbany, o_fbon, o_fbhist, o_fbcnt, o_fbkk, o_fbpre, o_fbmask,
         o_fbout, o_fbshift, o_fbtop, o_res, o_rescnt, o_stfb, o_stc, o_S, o_sidx, o_ssc, o_sws, total;
     size_t sel_ws;
 } knn_plan;
@@ -111,6 +131,7 @@ static ltk_status knn_make_plan(const ltk_knn_args *a, const ltk_exec *e, knn_pl
     KNN_ADD(o_qn, Q * 4);
     KNN_ADD(o_samp, mat ? 0 : Q * pl->m * 4);
     KNN_ADD(o_thr, Q * 4);
+    KNN_ADD(o_thrlim, Q * 4);
     KNN_ADD(o_cnt, Q * 4);
     KNN_ADD(o_ckey, mat ? 0 : Q * pl->cap * 4);
     KNN_ADD(o_crel, mat ? 0 : Q * pl->cap * 4);
@@ -416,9 +437,10 @@ static void knn_ctl_init(const knn_batch *b, int64_t nr, uint64_t *res, int32_t 
     c->kp = pl->kp;
     c->n = nr;
     c->cap = pl->cap;
-    c->m = knn_sample_rows(nr, b->a->k);
+    knn_sample_layout(nr, b->a->k, &c->m, &c->sstride);
     c->samp = (const float *)(ws + pl->o_samp);
     c->thr = (uint32_t *)(ws + pl->o_thr);
+    c->thr_lim = (uint32_t *)(ws + pl->o_thrlim);
     c->cnt = (uint32_t *)(ws + pl->o_cnt);
     c->fb_any = (uint32_t *)(ws + pl->o_fbany);
     c->fb_on = (uint32_t *)(ws + pl->o_fbon);
@@ -438,6 +460,7 @@ static void knn_ctl_init(const knn_batch *b, int64_t nr, uint64_t *res, int32_t 
     c->st_cand = (int32_t *)(ws + pl->o_stc);
     c->thr_smem = ltk_knn_thr_smem(b->dev);
     c->stage = (int)b->fin.stage;
+    c->tiebound = !ltk_tune_get()->cuda_knn_tiebound_off;
 }
 
 /* Fused (and score only), one chunk: steps 1-5 of the file's comment. */
@@ -449,12 +472,11 @@ static ltk_status knn_chunk_fused(knn_batch *b, knn_params *pp, int vec, int64_t
     knn_params &p = *pp;
     knn_ctl c;
     knn_ctl_init(b, nr, res, res_cnt, &c);
-    /* 1. sample: every (nr/m)-th row */
+    /* 1. sample: every c.sstride-th row */
     if (nr > c.cap && !b->score_only) {
         knn_params ps = p;
-        int64_t stride = nr / c.m;
         ps.x = (const char *)a->base + r0 * a->base_stride * esz;
-        ps.x_stride = a->base_stride * stride;
+        ps.x_stride = a->base_stride * c.sstride;
         ps.vec = vec && ((ps.x_stride * esz) % 16 == 0);
         ps.n = c.m;
         ps.S = (float *)c.samp;
@@ -463,12 +485,16 @@ static ltk_status knn_chunk_fused(knn_batch *b, knn_params *pp, int vec, int64_t
     }
     LTK_FORWARD_IF(knn_qnorm_once<DT>(b));
     LTK_FORWARD_IF(ltk_knn_threshold(c, b->st));
-    if (b->score_only) LTK_CUDA_TRY(cudaMemsetAsync(c.thr, 0xff, (size_t)b->nq * 4, b->st)); /* nothing passes */
+    if (b->score_only) { /* nothing passes */
+        LTK_CUDA_TRY(cudaMemsetAsync(c.thr, 0xff, (size_t)b->nq * 4, b->st));
+        LTK_CUDA_TRY(cudaMemsetAsync(c.thr_lim, 0xff, (size_t)b->nq * 4, b->st));
+    }
     /* 2. GATE */
     p.x = (const char *)a->base + r0 * a->base_stride * esz;
     p.x_stride = a->base_stride;
     p.n = nr;
     p.thr = c.thr;
+    p.thr_lim = c.thr_lim;
     p.cnt = c.cnt;
     p.ckey = (uint32_t *)c.ckey;
     p.crel = (uint32_t *)c.crel;

@@ -31,8 +31,9 @@ struct knn_params {
     /* STORE */
     float *S;
     int64_t ld;
-    /* GATE */
-    const uint32_t *thr;
+    /* GATE: an entry of local row g passes iff its key >= thr, or > thr where g >= thr_lim (a tie
+     * class at thr bounded by position: knn_threshold_kernel) */
+    const uint32_t *thr, *thr_lim;
     uint32_t *cnt, *ckey, *crel;
     int64_t cap;
     /* HIST / TAKE */
@@ -58,8 +59,8 @@ static __device__ __forceinline__ float knn_score(float dot, float qn, float xn,
 
 /* One scored entry: (local row index, query in batch, score). */
 template <int MODE>
-static __device__ __forceinline__ void knn_emit(const knn_params &p, const uint32_t *thr_s, int64_t g, int qq, int ql,
-                                                float s) {
+static __device__ __forceinline__ void knn_emit(const knn_params &p, const uint32_t *thr_s, const uint32_t *lim_s,
+                                                int64_t g, int qq, int ql, float s) {
     if (g >= p.n || qq >= p.nq) return;
     if (MODE == KNN_STORE) {
         p.S[(int64_t)qq * p.ld + g] = s;
@@ -67,7 +68,7 @@ static __device__ __forceinline__ void knn_emit(const knn_params &p, const uint3
     }
     uint32_t key = ltk_key32(__float_as_uint(s));
     if (MODE == KNN_GATE) {
-        if (key >= thr_s[ql]) {
+        if (key >= thr_s[ql] + (uint32_t)(g >= (int64_t)lim_s[ql])) {
             uint32_t pos = atomicAdd(&p.cnt[qq], 1u);
             if ((int64_t)pos < p.cap) {
                 p.ckey[(int64_t)qq * p.cap + pos] = key;
@@ -95,8 +96,9 @@ static __device__ __forceinline__ void knn_emit(const knn_params &p, const uint3
 struct knn_ctl {
     int nq, k, kp;
     int64_t n, m, cap;
-    const float *samp; /* [nq][m] sample scores */
-    uint32_t *thr, *cnt;
+    const float *samp; /* [nq][m] sample scores: rows 0, sstride, 2 sstride, ... of the chunk */
+    int64_t sstride;
+    uint32_t *thr, *thr_lim, *cnt;
     uint32_t *fb_any, *fb_on, *fb_hist, *fb_cnt, *fb_kk;
     uint64_t *fb_prefix, *fb_mask, *fb_out;
     int32_t *fb_shift, *fb_top;
@@ -106,6 +108,7 @@ struct knn_ctl {
     int32_t *res_cnt, *st_fb, *st_cand;
     int thr_smem;   /* the threshold's radix passes over the sample staged in shared memory (ltk_knn_thr_smem) */
     int stage;      /* final select: candidate keys it stages in shared memory (0: none) */
+    int tiebound;   /* the threshold may bound a tie class by position (knn_thr_class) */
 };
 
 /* What the final and output kernels write: the call's rows of one batch. */

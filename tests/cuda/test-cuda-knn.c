@@ -112,6 +112,8 @@ static void run_case(const kcase *c) {
                 else if (c->gen == 3) v = proto[(r % 8) * c->D + d];
                 else if (c->gen == 4) v = proto[(r % 8) * c->D + d] + 0.05f * rng_normal();
                 else if (c->gen == 5) v = pair_value((r >> 1) * (int64_t)c->D + d); /* rows in equal pairs */
+                else if (c->gen == 6) v = r % 10 == 0 ? rng_normal() : 0.0f; /* nine rows in ten zero */
+                else if (c->gen == 7) v = r >= c->N / 2 ? proto[d] : rng_normal(); /* second half equal */
                 else v = rng_normal();
             }
             put(hx, c->dtype, r * xs + d, v);
@@ -250,10 +252,15 @@ static void run_case(const kcase *c) {
     if (getenv("LTK_TEST_VERBOSE") || c->gen == 1)
         printf("ok? %s  fallback_rows=%lld candidates_max=%lld\n", name, (long long)st.fallback_rows,
                (long long)st.candidates_max);
-    /* (a call the dense dispatch runs as materialize has no filter, hence no fallback) */
+    /* A flat corpus: the threshold bounds its tie class by position, so no query needs the exact
+     * fallback, unless the test hook turns the bound off. (A call the dense dispatch runs as
+     * materialize has no filter, and a chunk of at most the cap rows no sample: no fallback.) */
     const int filtered = c->B * c->N > ltk_tune_get()->cuda_knn_dense;
-    if (c->gen == 1 && c->N > 20000 && filtered)
-        CHECK(st.fallback_rows > 0, "%s: a flat corpus should take the fallback", name);
+    const int64_t nr = c->chunk > 0 && c->chunk < c->N ? c->chunk : c->N, cap = 4 * (int64_t)c->k > 32768 ? 4 * (int64_t)c->k : 32768;
+    if (c->gen == 1 && nr > cap && filtered) {
+        if (ltk_tune_get()->cuda_knn_tiebound_off) CHECK(st.fallback_rows > 0, "%s: a flat corpus should take the fallback", name);
+        else CHECK(st.fallback_rows == 0, "%s: a flat corpus took the fallback (%lld queries)", name, (long long)st.fallback_rows);
+    }
     free(ent);
     free(xn);
     free(hq);
@@ -286,6 +293,7 @@ static void tune_with(const char *what, int value) {
     else if (!strcmp(what, "qi64")) t.cuda_knn_qi64 = value;
     else if (!strcmp(what, "thr_global")) t.cuda_knn_thr_global = value;
     else if (!strcmp(what, "dense")) t.cuda_knn_dense = value;
+    else if (!strcmp(what, "tiebound_off")) t.cuda_knn_tiebound_off = value;
     ltk_tune_set(&t);
 }
 static void tune_restore(void) { ltk_tune_set(&g_tune_saved); }
@@ -405,6 +413,18 @@ static void knn_edges(void) {
     kc(3, 40000, 64, 3000, B16, LTK_METRIC_L2, 1, 0, 0, 0, 1, 0);
     kc(3, 40000, 64, 100, B16, LTK_METRIC_IP, 3, 0, 0, 0, 1, 0);   /* 8 distinct vectors: heavy ties */
     kc(3, 30000, 64, 50, F32, LTK_METRIC_IP, 2, 0, 0, 0, 1, 0);    /* NaN rows */
+    /* tie classes the threshold bounds by position: nine rows in ten zero (the k-th key 0 where
+     * fewer than k rows score above it), the second half of the corpus one vector, a flat corpus
+     * at large k; sm_90a and portable (fp32) gates, several chunks */
+    kc(4, 60000, 64, 100, B16, LTK_METRIC_IP, 6, 0, 0, 0, 1, 0);
+    kc(4, 60000, 64, 4000, B16, LTK_METRIC_IP, 6, 0, 0, 0, 1, 0);
+    kc(3, 60000, 48, 4000, F32, LTK_METRIC_IP, 6, 0, 0, 0, 1, 0);
+    kc(4, 80000, 64, 300, B16, LTK_METRIC_IP, 7, 0, 0, 0, 1, 0);
+    kc(3, 80000, 64, 300, B16, LTK_METRIC_L2, 7, 0, 0, 0, 1, 0);
+    kc(3, 80000, 40, 300, F32, LTK_METRIC_COS, 7, 0, 0, 0, 1, 0);
+    kc(2, 150000, 64, 8192, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);
+    kc(3, 100000, 32, 100, F32, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);
+    kc(4, 120000, 64, 200, B16, LTK_METRIC_IP, 7, 0, 0, 0, 1, 50000);
 }
 
 static void knn_chunks(void) {
@@ -456,11 +476,20 @@ static void knn_hooks(void) {
     kc(16, 40000, 128, 100, B16, LTK_METRIC_L2, 0, 0, 0, 0, 1, 0);
     kc(4, 60000, 64, 5000, B16, LTK_METRIC_IP, 0, 0, 0, 0, 1, 0);
     tune_restore();
+    /* no position bound on tie classes: flat corpora through the exact fallback, also captured */
+    tune_with("tiebound_off", 1);
+    kc(3, 40000, 64, 100, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);
+    kc(3, 40000, 64, 3000, F32, LTK_METRIC_L2, 1, 0, 0, 0, 1, 0);
+    kc(4, 60000, 64, 4000, B16, LTK_METRIC_IP, 6, 0, 0, 0, 1, 0);
+    capture_case(4, 40000, 64, 100, LTK_METRIC_L2, 1);
+    tune_restore();
     /* the portable main loop (mma.sync) where the sm_90a one would run: LTK_CUDA_PORTABLE=1 */
     tune_with("portable", 1);
     kc(16, 40000, 128, 100, B16, LTK_METRIC_COS, 0, 0, 0, 0, 1, 0);
     kc(260, 40000, 64, 100, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);
     kc(8, 36000, 32, 100, F16, LTK_METRIC_L2, 5, 0, 0, 0, 1, 0);
+    kc(4, 80000, 64, 300, B16, LTK_METRIC_IP, 7, 0, 0, 0, 1, 0); /* the bound in the portable gate */
+    kc(3, 60000, 64, 2000, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);
     tune_restore();
 }
 
