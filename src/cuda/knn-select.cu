@@ -21,6 +21,14 @@ struct knn_src_samp {
     __device__ uint64_t comp(int64_t i) const { return (uint64_t)ltk_key32(__float_as_uint(s[i])) << 32; }
 };
 
+/* Row indices of a tie class in shared memory, lower first (knn_final_staged). */
+struct knn_src_rel {
+    const uint32_t *r;
+    int64_t cnt;
+    __device__ int64_t n() const { return cnt; }
+    __device__ uint64_t comp(int64_t i) const { return (uint64_t)(uint32_t)~r[i] << 32; }
+};
+
 /* The sample's rank keys staged in shared memory (knn_thr_smem). */
 struct knn_src_skeys {
     const uint32_t *k;
@@ -29,23 +37,33 @@ struct knn_src_skeys {
     __device__ uint64_t comp(int64_t i) const { return (uint64_t)k[i] << 32; }
 };
 
-/* Index (in sample order) of the j-th sampled key equal to v (1 <= j <= their count): each
- * thread counts a contiguous range, one block scan, the owner scans its range again. */
+/* Index (in sample order) of the j-th sampled key equal to v (1 <= j <= their count): each warp
+ * counts a contiguous segment by ballots (lanes on consecutive keys: no bank conflicts), one block
+ * scan over the warps' counts, the owner warp walks its segment again. */
 template <class Src>
 static __device__ int64_t knn_thr_nth_tie(const Src &src, uint32_t v, uint32_t j, ltk_sel_smem *sm) {
-    const int64_t n = src.n(), per = (n + LTK_SEL_NT - 1) / LTK_SEL_NT, i0 = threadIdx.x * per;
-    const int64_t i1 = i0 + per < n ? i0 + per : n;
+    const int64_t n = src.n(), nw = LTK_SEL_NT / 32, seg = ((n + nw - 1) / nw + 31) & ~(int64_t)31;
+    const int lane = threadIdx.x & 31;
+    const int64_t s0 = (int64_t)(threadIdx.x >> 5) * seg, s1 = s0 + seg < n ? s0 + seg : n;
     uint32_t cnt = 0, tot;
-    for (int64_t i = i0; i < i1; i++) cnt += (uint32_t)(src.comp(i) >> 32) == v;
+    for (int64_t b = s0; b < s1; b += 32) {
+        const int64_t i = b + lane;
+        cnt += __popc(__ballot_sync(LTK_FULL, i < s1 && (uint32_t)(src.comp(i) >> 32) == v));
+    }
     if (threadIdx.x == 0) sm->found_rel = 0xffffffffu;
-    const uint32_t e = ltk_block_scan(cnt, sm->warp, &tot); /* (its barriers order the reset) */
-    if (e < j && j <= e + cnt) {
+    const uint32_t e = __shfl_sync(LTK_FULL, ltk_block_scan(lane == 0 ? cnt : 0u, sm->warp, &tot), 0);
+    if (e < j && j <= e + cnt) { /* (warp-uniform) */
         uint32_t left = j - e;
-        for (int64_t i = i0; i < i1; i++)
-            if ((uint32_t)(src.comp(i) >> 32) == v && --left == 0) {
-                sm->found_rel = (uint32_t)i;
+        for (int64_t b = s0; b < s1; b += 32) {
+            const int64_t i = b + lane;
+            const uint32_t m = __ballot_sync(LTK_FULL, i < s1 && (uint32_t)(src.comp(i) >> 32) == v);
+            const uint32_t c = __popc(m);
+            if (left <= c) {
+                if (lane == 0) sm->found_rel = (uint32_t)(b + __fns(m, 0, (int)left));
                 break;
             }
+            left -= c;
+        }
     }
     __syncthreads();
     const int64_t r = sm->found_rel;
@@ -213,12 +231,10 @@ static __global__ void __launch_bounds__(LTK_SEL_NT) knn_fb_step_kernel(knn_ctl 
 
 /* The final select with the candidates' keys staged in shared memory (skeys, cnt <= c.stage): the
  * radix passes run over the 32-bit keys there, and only the winners' row indices are read from
- * global memory. Returns false, with nothing written to the output, when more than LTK_SEL_BINS
- * entries share the k-th key (the caller then runs the composite select over global memory).
- * Why: the global-memory passes re-read 8-byte composites from L2 three times, a round trip every
+ * global memory; *got: the entries left in sb (unsorted). Why: the global-memory passes re-read 8-byte composites from L2 three times, a round trip every
  * LTK_SEL_U entries a thread. Measured (H200, B = 64, N = 1M): 16.4 -> 15.7 us at
  * k = 1024; 83 us either way at k = 8192, where the 8192-entry sort is the cost. */
-static __device__ bool knn_final_staged(const ltk_src_cand_glob &src, int k, int kp, ltk_sel_smem *sm, uint64_t *sb,
+static __device__ void knn_final_staged(const ltk_src_cand_glob &src, int k, int kp, ltk_sel_smem *sm, uint64_t *sb,
                                         uint32_t *skeys, bool staged, uint32_t *got) {
     const int n = (int)src.cnt;
     if (!staged) { /* (block-uniform; staged: ltk_topk_bucket left them there) */
@@ -229,15 +245,17 @@ static __device__ bool knn_final_staged(const ltk_src_cand_glob &src, int k, int
     knn_src_skeys ks = {skeys, n};
     ltk_radix_select<knn_src_skeys, 1>(ks, (uint32_t)k, 64, 32, sm);
     /* Entries above the final bucket are in; of the bucket, kk. The bucket holds more than kk only
-     * when the k-th key itself is tied (the mask then covers the whole key): those entries go to a
-     * list, and the kk of lowest row index are taken. Why not the composite select over global
-     * memory for ties: with bf16 data ~1% of queries tie at the k-th key, and the CTA that does
-     * pays both selects while the others wait (97 vs 83 us at k = 8192). */
+     * when the k-th key itself is tied (the mask then covers the whole key): the class's row
+     * indices go to skeys, over keys already read, and a radix select on them takes the kk lowest
+     * (the sort after orders everything). Why not the composite select over global memory for
+     * ties: with bf16 data ~1% of queries tie at the k-th key, and the CTA that does pays both
+     * selects while the others wait (97 vs 83 us at k = 8192); and a class of thousands (a tie
+     * class bounded by position, knn_thr_class) took it 114 us, where ranking each tied entry
+     * against the others cost O(class^2) below 2048. */
     const uint64_t prefix = sm->prefix, mask = sm->mask;
     const uint32_t kk = sm->kk, bucket = sm->bucket;
     const bool tie = bucket != kk;
-    if (tie && bucket > LTK_SEL_BINS) return false; /* (block-uniform) a flat tail: the composite select */
-    uint32_t *tie_rel = sm->hist; /* free after the select */
+    uint32_t *tie_rel = skeys; /* slot j < the keys read so far: a barrier a step orders them */
     if (threadIdx.x == 0) {
         sm->cnt = 0;
         sm->last = 0;
@@ -257,30 +275,33 @@ static __device__ bool knn_final_staged(const ltk_src_cand_glob &src, int k, int
             tk |= (uint32_t)take << u;
             tt |= (uint32_t)tied << u;
         }
+        if (tie) __syncthreads(); /* (block-uniform) this step's keys read before ties overwrite them */
 #pragma unroll
         for (int u = 0; u < LTK_SEL_U; u++) {
             const bool take = (tk >> u) & 1u;
             const uint32_t pos = ltk_warp_append(take, &sm->cnt);
             if (take && pos < (uint32_t)kp) sb[pos] = ltk_comp(key[u], rel[u]);
-            if ((tt >> u) & 1u) tie_rel[atomicAdd(&sm->last, 1u)] = rel[u]; /* rare */
+            const bool tied = (tt >> u) & 1u;
+            const uint32_t tp = ltk_warp_append(tied, &sm->last);
+            if (tied) tie_rel[tp] = rel[u];
         }
     }
     __syncthreads();
-    if (tie) { /* rank each tied entry by row index (distinct): the kk lowest follow the k - kk above */
-        const uint32_t above = sm->cnt, kt = (uint32_t)(prefix >> 32);
-        for (uint32_t t = threadIdx.x; t < bucket; t += LTK_SEL_NT) {
-            const uint32_t r = tie_rel[t];
-            uint32_t rank = 0;
-            for (uint32_t j = 0; j < bucket; j++) rank += tie_rel[j] < r;
-            if (rank < kk && above + rank < (uint32_t)kp) sb[above + rank] = ltk_comp(kt, r);
+    if (tie) { /* the kk lowest row indices of the class (distinct: the select ends exact) */
+        const uint32_t kt = (uint32_t)(prefix >> 32);
+        knn_src_rel rs = {tie_rel, (int64_t)bucket};
+        ltk_radix_select<knn_src_rel, 0>(rs, kk, 64, 32, sm);
+        const uint64_t tp = sm->prefix, tm = sm->mask;
+        for (uint32_t i0 = 0; i0 < bucket; i0 += LTK_SEL_NT) {
+            const uint32_t i = i0 + threadIdx.x;
+            const bool take = i < bucket && (rs.comp(i) & tm) >= tp;
+            const uint32_t pos = ltk_warp_append(take, &sm->cnt);
+            if (take && pos < (uint32_t)kp) sb[pos] = ltk_comp(kt, tie_rel[i]);
         }
-        __syncthreads();
-        if (threadIdx.x == 0) sm->cnt = above + kk;
         __syncthreads();
     }
     *got = sm->cnt < (uint32_t)kp ? sm->cnt : (uint32_t)kp;
     __syncthreads();
-    return true;
 }
 
 static __device__ __forceinline__ float knn_report(uint32_t key, int metric) {
@@ -357,7 +378,8 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, E >= 16 ? 1 : 2) knn_final_
                 }
                 staged = true; /* a crowded bucket: the radix select over the keys it staged */
             }
-            done = knn_final_staged(src, c.k, c.kp, sm, sb, stage, staged, &got);
+            knn_final_staged(src, c.k, c.kp, sm, sb, stage, staged, &got);
+            done = true;
         }
         if (!done) {
             ltk_radix_select<ltk_src_cand_glob, 1>(src, (uint32_t)c.k, 64, 0, sm);

@@ -425,6 +425,9 @@ static void knn_edges(void) {
     kc(2, 150000, 64, 8192, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);
     kc(3, 100000, 32, 100, F32, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0);
     kc(4, 120000, 64, 200, B16, LTK_METRIC_IP, 7, 0, 0, 0, 1, 50000);
+    kc(5, 80000, 64, 300, F16, LTK_METRIC_COS, 7, 0, 0, 0, 1, 0);
+    kc(100, 60000, 64, 500, B16, LTK_METRIC_IP, 1, 0, 0, 0, 1, 0); /* two query blocks: ks_gate's full items */
+    kc(100, 60000, 64, 2500, B16, LTK_METRIC_L2, 7, 0, 0, 0, 1, 0);
 }
 
 static void knn_chunks(void) {
