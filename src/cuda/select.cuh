@@ -688,37 +688,75 @@ static __device__ const uint64_t *ltk_topk_bucket(const Src &src, uint32_t k, lt
         atomicMax(&sm->kmax, mx);
     }
     __syncthreads();
-    const uint32_t kmin = sm->kmin, span = sm->kmax - kmin;
-    const int sh = ltk_key_bucket_shift(span); /* (span >> sh < 2^15) */
-#define LTK_CAND_BUCKET(key) ltk_cand_bucket(key, kmin, sh)
-    for (int i = threadIdx.x; i < n; i += LTK_SEL_NT) atomicAdd(&sm->hist[LTK_CAND_BUCKET(skeys[i])], 1u);
-    __syncthreads();
-    /* bucket starts (exclusive scan, LTK_SEL_BINS / LTK_SEL_NT bins a thread), b*, and the largest
-     * bucket that holds winners (those starting below k) */
-    const int per = LTK_SEL_BINS / LTK_SEL_NT, b0 = per * threadIdx.x;
-    uint32_t cnt[LTK_SEL_BINS / LTK_SEL_NT], loc = 0, big = 0, tot;
-#pragma unroll
-    for (int j = 0; j < per; j++) {
-        cnt[j] = sm->hist[b0 + j];
-        loc += cnt[j];
-    }
-    uint32_t st = ltk_block_scan(loc, sm->warp, &tot);
-#pragma unroll
-    for (int j = 0; j < per; j++) {
-        if (st < k) big = cnt[j] > big ? cnt[j] : big;
-        if (st < k && k <= st + cnt[j]) {
-            sm->digit = (uint32_t)(b0 + j);
-            sm->above = st;
+    /* Buckets over [kmin, kmax]; where one up to b* is crowded, kmin rises to the smallest key of
+     * b* and the histogram is taken again over the keys from there (twice at most). Why: over a
+     * whole row (one CTA a row, t = 0) kmin is the row's smallest score, the span the keys' whole
+     * range, and a bucket of the top octave one float exponent wide: decode rows put their best
+     * 2048 of 8192 in a few buckets and took the radix passes and the register sort. */
+    uint32_t kmin, tot;
+    int sh;
+    for (int zoom = 0;; zoom++) {
+        kmin = sm->kmin;
+        sh = ltk_key_bucket_shift(sm->kmax - kmin); /* (span >> sh < 2^15) */
+        if (zoom) { /* (the first histogram was cleared before the staging) */
+            for (int i = threadIdx.x; i < LTK_SEL_BINS; i += LTK_SEL_NT) sm->hist[i] = 0;
+            __syncthreads();
         }
-        sm->hist[b0 + j] = st; /* start; the scatter turns it into the bucket's end */
-        st += cnt[j];
+#define LTK_CAND_BUCKET(key) ltk_cand_bucket(key, kmin, sh)
+        for (int i = threadIdx.x; i < n; i += LTK_SEL_NT) {
+            const uint32_t key = skeys[i];
+            if (key >= kmin) atomicAdd(&sm->hist[LTK_CAND_BUCKET(key)], 1u);
+        }
+        __syncthreads();
+        /* bucket starts (exclusive scan, LTK_SEL_BINS / LTK_SEL_NT bins a thread), b*, and the
+         * largest bucket that holds winners (those starting below k) */
+        const int per = LTK_SEL_BINS / LTK_SEL_NT, b0 = per * threadIdx.x;
+        uint32_t cnt[LTK_SEL_BINS / LTK_SEL_NT], loc = 0, big = 0;
+#pragma unroll
+        for (int j = 0; j < per; j++) {
+            cnt[j] = sm->hist[b0 + j];
+            loc += cnt[j];
+        }
+        uint32_t st = ltk_block_scan(loc, sm->warp, &tot);
+#pragma unroll
+        for (int j = 0; j < per; j++) {
+            if (st < k) big = cnt[j] > big ? cnt[j] : big;
+            if (st < k && k <= st + cnt[j]) {
+                sm->digit = (uint32_t)(b0 + j);
+                sm->above = st;
+            }
+            sm->hist[b0 + j] = st; /* start; the scatter turns it into the bucket's end */
+            st += cnt[j];
+        }
+        big = __reduce_max_sync(LTK_FULL, big);
+        if (lane == 0) atomicMax(&sm->bmax, big);
+        __syncthreads();
+        if (sm->digit >= LTK_SEL_BINS) return NULL; /* (block-uniform) */
+        if (sm->bmax <= LTK_BUCKET_MAX) break;
+        /* a crowded bucket still, or b* one key (sh = 0, d < 256: a tie class): the radix passes */
+        if (zoom == 2 || (sh == 0 && sm->digit >= LTK_SEL_BINS - 256)) return NULL;
+        const uint32_t bz = sm->digit;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            sm->kmin = 0xffffffffu;
+            sm->bmax = 0u;
+            sm->digit = LTK_SEL_BINS;
+        }
+        __syncthreads();
+        uint32_t mz = 0xffffffffu;
+        for (int i = threadIdx.x; i < n; i += LTK_SEL_NT) {
+            const uint32_t key = skeys[i];
+            if (key >= kmin && LTK_CAND_BUCKET(key) == bz) mz = min(mz, key);
+        }
+        mz = __reduce_min_sync(LTK_FULL, mz);
+        if (lane == 0) atomicMin(&sm->kmin, mz);
+        __syncthreads();
+        if (sm->kmin == kmin) return NULL; /* (block-uniform) b* starts at kmin: no narrower range */
+#undef LTK_CAND_BUCKET
     }
-    big = __reduce_max_sync(LTK_FULL, big);
-    if (lane == 0) atomicMax(&sm->bmax, big);
-    __syncthreads();
-    if (sm->bmax > LTK_BUCKET_MAX || sm->digit >= LTK_SEL_BINS) return NULL; /* (block-uniform) */
+#define LTK_CAND_BUCKET(key) ltk_cand_bucket(key, kmin, sh)
     /* entries up to b*: the start of the next bucket (the scatter below moves only starts up to b*) */
-    const uint32_t bstar = sm->digit, nw = bstar + 1 < LTK_SEL_BINS ? sm->hist[bstar + 1] : (uint32_t)n;
+    const uint32_t bstar = sm->digit, nw = bstar + 1 < LTK_SEL_BINS ? sm->hist[bstar + 1] : tot;
     /* scatter the entries of buckets <= b*: their row indices are read from global memory (loads in
      * flight together) only for those */
     for (int i0 = 0; i0 < n; i0 += LTK_SEL_NT * LTK_SEL_U) {
@@ -727,7 +765,7 @@ static __device__ const uint64_t *ltk_topk_bucket(const Src &src, uint32_t k, lt
         for (int u = 0; u < LTK_SEL_U; u++) {
             const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
             key[u] = i < n ? skeys[i] : 0u;
-            b[u] = i < n ? LTK_CAND_BUCKET(key[u]) : (uint32_t)LTK_SEL_BINS;
+            b[u] = i < n && key[u] >= kmin ? LTK_CAND_BUCKET(key[u]) : (uint32_t)LTK_SEL_BINS;
             rel[u] = b[u] <= bstar ? ltk_bucket_rel(src, i) : 0u;
         }
 #pragma unroll
