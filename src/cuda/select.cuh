@@ -743,15 +743,23 @@ static __device__ const uint64_t *ltk_topk_bucket(const Src &src, uint32_t k, lt
             sm->digit = LTK_SEL_BINS;
         }
         __syncthreads();
-        uint32_t mz = 0xffffffffu;
+        uint32_t mz = 0xffffffffu, xz = 0u;
         for (int i = threadIdx.x; i < n; i += LTK_SEL_NT) {
             const uint32_t key = skeys[i];
-            if (key >= kmin && LTK_CAND_BUCKET(key) == bz) mz = min(mz, key);
+            if (key >= kmin && LTK_CAND_BUCKET(key) == bz) mz = min(mz, key), xz = max(xz, key);
         }
         mz = __reduce_min_sync(LTK_FULL, mz);
-        if (lane == 0) atomicMin(&sm->kmin, mz);
+        xz = __reduce_max_sync(LTK_FULL, xz);
+        if (lane == 0) {
+            atomicMin(&sm->kmin, mz);
+            atomicMax(&sm->bmax, xz); /* (bmax: free until the next histogram) */
+        }
         __syncthreads();
-        if (sm->kmin == kmin) return NULL; /* (block-uniform) b* starts at kmin: no narrower range */
+        /* (block-uniform) b* starts at kmin (no narrower range), or holds one key (a tie class:
+         * crowded at any width; 64 x 1M ties took 0.158 ms against 0.151 when it zoomed twice) */
+        if (sm->kmin == kmin || sm->kmin == sm->bmax) return NULL;
+        __syncthreads();
+        if (threadIdx.x == 0) sm->bmax = 0u;
 #undef LTK_CAND_BUCKET
     }
 #define LTK_CAND_BUCKET(key) ltk_cand_bucket(key, kmin, sh)
