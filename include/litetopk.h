@@ -67,6 +67,8 @@ extern "C" {
 #define LTK_STATE_MAX_SIZE (1 << 20) /* hot-set keys of an ltk_indexer_state */
 #define LTK_DECODE_MAX_NEXT_N 8  /* decode: query rows per request */
 #define LTK_DECODE_MAX_BLOCK 1024 /* decode: tokens per cache block */
+#define LTK_BLOCK_MAX_SIZE 64    /* candidate indexer: keys per block */
+#define LTK_BLOCKS_MAX_K 4096    /* candidate indexer: blocks published a row, block ids listed a row */
 #define LTK_MAX_ROWS 2147483647LL    /* T, S, B, rows, cols, L: 2^31 - 1 */
 
 #if defined(_WIN32) && defined(LTK_SHARED_BUILD)
@@ -139,6 +141,8 @@ typedef enum ltk_algo {
 #define LTK_FLAG_UNSORTED 0x1u /* output order within a row unspecified (the set is unchanged) */
 #define LTK_FLAG_ABSOLUTE 0x2u /* indexer/select: indices are absolute, not relative to the row start */
 #define LTK_FLAG_PHYSICAL 0x4u /* decode: physical cache slots instead of logical positions (see ltk_decode_args) */
+#define LTK_FLAG_PIN_NEWEST 0x8u /* blocks: a row's newest block, when partial, ranks first (see ltk_blocks_args) */
+#define LTK_FLAG_BY_INDEX 0x10u  /* blocks, candidates: the set in ascending index order instead of by rank */
 
 /* ---------------------------------------------------------------------------------------------
  * Execution options and statistics
@@ -338,6 +342,59 @@ typedef struct ltk_decode_args {
 
 LTK_API ltk_status ltk_decode_workspace_size(const ltk_decode_args *args, const ltk_exec *exec, size_t *bytes);
 LTK_API ltk_status ltk_decode_topk(const ltk_decode_args *args, const ltk_exec *exec);
+
+/* ---------------------------------------------------------------------------------------------
+ * DeepSeek-V4.1's two-level candidate indexer (prefill form: contiguous keys, each row's range
+ * [ks, ke) as in ltk_indexer_args). Block j holds keys [j*b, (j+1)*b), b = block_size (8 and 16 in
+ * use), ids absolute (aligned to key 0, whatever the row's range); only a block's keys inside the
+ * row's range count, and a block with none of them is not the row's.
+ *
+ * ltk_blocks_topk, the source layer: for each row t the exact top block_k blocks ranked by the
+ * block's score, the largest I[t,s] (the indexer's scores) over its keys in the row, in ORDER (a
+ * block of NaN scores only is NaN, ranking last), ties by the lower block id. With
+ * LTK_FLAG_PIN_NEWEST the block holding key ke[t] - 1, when ke[t] is not a multiple of b, ranks
+ * first and reports +inf, as SGLang's and vLLM's publications force it (their other ties follow
+ * torch.topk and are not reproducible; ours are).
+ *   out_blocks        [T, block_k] int32 block ids, row t at out_blocks + t*blocks_stride; -1 padding
+ *   out_block_scores  [T, block_k] fp32 or NULL, same stride; -inf padding
+ * By rank; LTK_FLAG_BY_INDEX ascending ids (SGLang's block table); LTK_FLAG_UNSORTED any order. A
+ * row of at most block_k blocks returns them all, ascending, unscored when LTK_FLAG_UNSORTED or
+ * LTK_FLAG_BY_INDEX is set and out_block_scores is NULL. ix.k >= 1 with ix.out_idx also returns the
+ * row's ordinary top-k from the same scores, exactly as ltk_indexer_topk (flags apply to both
+ * outputs); ix.k = 0 with ix.out_idx NULL: blocks only.
+ *
+ * ltk_candidates_topk, the consumer layers: for each row t only the keys of its listed blocks are
+ * scored, and the exact top ix.k among them returned as ltk_indexer_topk returns (relative to
+ * ks[t], or absolute with LTK_FLAG_ABSOLUTE; -1 padding; ORDER, ties by the lower key; with
+ * LTK_FLAG_BY_INDEX ascending keys).
+ *   blocks            [T, n_blocks] int32 block ids, row t at blocks + t*blocks_stride, in any
+ *                     order; an id outside [0, ceil(S / b)) (-1 padding, say) lists nothing, and a
+ *                     repeated id lists its keys once (vLLM pads with repeats)
+ * A row of at most ix.k candidate keys returns them ascending, unscored, when LTK_FLAG_UNSORTED or
+ * LTK_FLAG_BY_INDEX is set and ix.out_scores is NULL.
+ * Limits: 1 <= block_size <= LTK_BLOCK_MAX_SIZE, 1 <= block_k, n_blocks <= LTK_BLOCKS_MAX_K, the
+ * rest as the indexer's; ix.state must be NULL. Backends: ref (the CPU and CUDA backends answer
+ * LTK_EUNSUPPORTED until they have these operations).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct ltk_blocks_args {
+    ltk_indexer_args ix;       /* the scores' inputs and ranges; the ordinary top-k (ix.k = 0: none) */
+    int32_t block_size, block_k;
+    int32_t *out_blocks;
+    float *out_block_scores;
+    int64_t blocks_stride;     /* 0 means block_k */
+} ltk_blocks_args;
+
+typedef struct ltk_candidates_args {
+    ltk_indexer_args ix;       /* the scores' inputs and ranges, k and the outputs */
+    int32_t block_size, n_blocks;
+    const int32_t *blocks;
+    int64_t blocks_stride;     /* 0 means n_blocks */
+} ltk_candidates_args;
+
+LTK_API ltk_status ltk_blocks_workspace_size(const ltk_blocks_args *args, const ltk_exec *exec, size_t *bytes);
+LTK_API ltk_status ltk_blocks_topk(const ltk_blocks_args *args, const ltk_exec *exec);
+LTK_API ltk_status ltk_candidates_workspace_size(const ltk_candidates_args *args, const ltk_exec *exec, size_t *bytes);
+LTK_API ltk_status ltk_candidates_topk(const ltk_candidates_args *args, const ltk_exec *exec);
 
 /* ---------------------------------------------------------------------------------------------
  * kNN top-k (brute force)

@@ -290,6 +290,75 @@ static ltk_status decode_fill(const ltk_decode_args *in, ltk_decode_args *a, con
     return LTK_OK;
 }
 
+/* The candidate indexer's scoring inputs (ix): as indexer_fill takes them, but with no state, the
+ * flags each operation knows, and (blocks_only: ltk_blocks_topk) k = 0 for no ordinary top-k. */
+static ltk_status cand_ix_fill(const ltk_indexer_args *in, ltk_indexer_args *a, const ltk_backend_i *bi,
+                               int blocks_only, uint32_t flags_ok, const char *op) {
+    *a = *in;
+    const int none = blocks_only && a->k == 0;
+    LTK_RETURN_IF(none && (a->out_idx || a->out_scores), LTK_EINVAL,
+                  "%s: ix.k = 0 (blocks only) with ix.out_idx or ix.out_scores given", op);
+    LTK_RETURN_IF(a->T < 0 || a->T > LTK_MAX_ROWS, LTK_EINVAL, "%s: T=%lld out of [0, 2^31-1]", op, (long long)a->T);
+    LTK_RETURN_IF(a->S < 0 || a->S > LTK_MAX_ROWS, LTK_EINVAL, "%s: S=%lld out of [0, 2^31-1]", op, (long long)a->S);
+    LTK_FORWARD_IF(ltk_check_indexer_inputs(a->H, a->D, none ? 1 : a->k, a->dtype, &a->q_stride_t, &a->kv_stride_s,
+                                            &a->w_stride_t, a->q, a->kv, a->kv_scale, a->weights));
+    LTK_RETURN_IF(a->flags & ~flags_ok, LTK_EINVAL, "%s: unknown flags 0x%x", op, a->flags & ~flags_ok);
+    LTK_RETURN_IF(a->state != NULL, LTK_EINVAL, "%s: ix.state must be NULL (no hot set here)", op);
+    if (a->out_stride == 0) a->out_stride = a->k;
+    LTK_RETURN_IF(a->out_stride < a->k, LTK_EINVAL, "%s: out_stride=%lld < k=%d", op, (long long)a->out_stride, a->k);
+    if (a->T > 0) {
+        LTK_RETURN_IF(!a->q || !a->weights, LTK_EINVAL, "%s: q and weights are required", op);
+        LTK_RETURN_IF(!none && !a->out_idx, LTK_EINVAL, "%s: ix.out_idx is required", op);
+        LTK_RETURN_IF(a->S > 0 && !a->kv, LTK_EINVAL, "%s: kv is NULL", op);
+    }
+    LTK_RETURN_IF((a->ks == NULL) != (a->ke == NULL), LTK_EINVAL, "%s: ks and ke must both be given or both be NULL", op);
+    LTK_CHECK_ALIGNED(a->ks, 4);
+    LTK_CHECK_ALIGNED(a->ke, 4);
+    LTK_CHECK_ALIGNED(a->out_idx, 4);
+    LTK_CHECK_ALIGNED(a->out_scores, 4);
+    if (is_host_backend(bi)) LTK_FORWARD_IF(check_ranges_host(a->ks, a->ke, a->T, a->S));
+    return LTK_OK;
+}
+
+#define LTK_CAND_FLAGS (LTK_FLAG_UNSORTED | LTK_FLAG_ABSOLUTE | LTK_FLAG_BY_INDEX)
+
+static ltk_status blocks_fill(const ltk_blocks_args *in, ltk_blocks_args *a, const ltk_backend_i *bi) {
+    LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
+    *a = *in;
+    LTK_FORWARD_IF(cand_ix_fill(&in->ix, &a->ix, bi, 1, LTK_CAND_FLAGS | LTK_FLAG_PIN_NEWEST, "blocks"));
+    LTK_RETURN_IF(a->block_size < 1 || a->block_size > LTK_BLOCK_MAX_SIZE, LTK_EINVAL, "blocks: block_size=%d out of [1, %d]",
+                  a->block_size, LTK_BLOCK_MAX_SIZE);
+    LTK_RETURN_IF(a->block_k < 1 || a->block_k > LTK_BLOCKS_MAX_K, LTK_EINVAL, "blocks: block_k=%d out of [1, %d]",
+                  a->block_k, LTK_BLOCKS_MAX_K);
+    if (a->blocks_stride == 0) a->blocks_stride = a->block_k;
+    LTK_RETURN_IF(a->blocks_stride < a->block_k, LTK_EINVAL, "blocks: blocks_stride=%lld < block_k=%d",
+                  (long long)a->blocks_stride, a->block_k);
+    LTK_RETURN_IF(a->ix.T > 0 && !a->out_blocks, LTK_EINVAL, "blocks: out_blocks is required");
+    LTK_CHECK_ALIGNED(a->out_blocks, 4);
+    LTK_CHECK_ALIGNED(a->out_block_scores, 4);
+    LTK_RETURN_IF(bi->blocks == NULL || bi->blocks_workspace == NULL, LTK_EUNSUPPORTED,
+                  "backend '%s' has no blocks operation in this build (the ref backend has)", bi->name);
+    return LTK_OK;
+}
+
+static ltk_status candidates_fill(const ltk_candidates_args *in, ltk_candidates_args *a, const ltk_backend_i *bi) {
+    LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
+    *a = *in;
+    LTK_FORWARD_IF(cand_ix_fill(&in->ix, &a->ix, bi, 0, LTK_CAND_FLAGS, "candidates"));
+    LTK_RETURN_IF(a->block_size < 1 || a->block_size > LTK_BLOCK_MAX_SIZE, LTK_EINVAL,
+                  "candidates: block_size=%d out of [1, %d]", a->block_size, LTK_BLOCK_MAX_SIZE);
+    LTK_RETURN_IF(a->n_blocks < 1 || a->n_blocks > LTK_BLOCKS_MAX_K, LTK_EINVAL, "candidates: n_blocks=%d out of [1, %d]",
+                  a->n_blocks, LTK_BLOCKS_MAX_K);
+    if (a->blocks_stride == 0) a->blocks_stride = a->n_blocks;
+    LTK_RETURN_IF(a->blocks_stride < a->n_blocks, LTK_EINVAL, "candidates: blocks_stride=%lld < n_blocks=%d",
+                  (long long)a->blocks_stride, a->n_blocks);
+    LTK_RETURN_IF(a->ix.T > 0 && !a->blocks, LTK_EINVAL, "candidates: blocks is required");
+    LTK_CHECK_ALIGNED(a->blocks, 4);
+    LTK_RETURN_IF(bi->candidates == NULL || bi->candidates_workspace == NULL, LTK_EUNSUPPORTED,
+                  "backend '%s' has no candidates operation in this build (the ref backend has)", bi->name);
+    return LTK_OK;
+}
+
 /* ---- operations --------------------------------------------------------------------------- */
 ltk_status ltk_indexer_workspace_size(const ltk_indexer_args *args, const ltk_exec *exec, size_t *bytes) {
     ltk_clear_error();
@@ -369,6 +438,46 @@ ltk_status ltk_decode_topk(const ltk_decode_args *args, const ltk_exec *exec) {
     LTK_FORWARD_IF(pick_backend(exec, &bi));
     LTK_FORWARD_IF(decode_fill(args, &a, bi));
     LTK_RUN_WITH_WORKSPACE(bi, decode_workspace, decode, &a, exec);
+}
+
+ltk_status ltk_blocks_workspace_size(const ltk_blocks_args *args, const ltk_exec *exec, size_t *bytes) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_blocks_args a;
+    static const ltk_exec def;
+    LTK_RETURN_IF(bytes == NULL, LTK_EINVAL, "bytes is NULL");
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(blocks_fill(args, &a, bi));
+    return bi->blocks_workspace(&a, exec ? exec : &def, bytes);
+}
+
+ltk_status ltk_blocks_topk(const ltk_blocks_args *args, const ltk_exec *exec) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_blocks_args a;
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(blocks_fill(args, &a, bi));
+    LTK_RUN_WITH_WORKSPACE(bi, blocks_workspace, blocks, &a, exec);
+}
+
+ltk_status ltk_candidates_workspace_size(const ltk_candidates_args *args, const ltk_exec *exec, size_t *bytes) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_candidates_args a;
+    static const ltk_exec def;
+    LTK_RETURN_IF(bytes == NULL, LTK_EINVAL, "bytes is NULL");
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(candidates_fill(args, &a, bi));
+    return bi->candidates_workspace(&a, exec ? exec : &def, bytes);
+}
+
+ltk_status ltk_candidates_topk(const ltk_candidates_args *args, const ltk_exec *exec) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_candidates_args a;
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(candidates_fill(args, &a, bi));
+    LTK_RUN_WITH_WORKSPACE(bi, candidates_workspace, candidates, &a, exec);
 }
 
 /* ---- hot-set state ------------------------------------------------------------------------ */

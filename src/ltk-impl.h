@@ -87,6 +87,12 @@ typedef struct ltk_backend_i {
      * `stream`, so that taking and returning it neither waits for the device nor stops a capture. */
     ltk_status (*ws_alloc)(size_t bytes, void *stream, void **ptr);
     void (*ws_free)(void *ptr, void *stream);
+    /* The candidate indexer's two operations (ix resolved as the indexer's; on host backends every
+     * range checked). NULL where a backend has none yet: the front end says so. */
+    ltk_status (*blocks_workspace)(const ltk_blocks_args *a, const ltk_exec *e, size_t *bytes);
+    ltk_status (*blocks)(const ltk_blocks_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
+    ltk_status (*candidates_workspace)(const ltk_candidates_args *a, const ltk_exec *e, size_t *bytes);
+    ltk_status (*candidates)(const ltk_candidates_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
 } ltk_backend_i;
 
 /* The convenience path's workspace through the backend (ws_alloc, else mem_alloc). */

@@ -73,4 +73,8 @@ const ltk_backend_i ltk_backend_cpu = {
     /* .decode            = */ ltkc_decode,
     /* .ws_alloc          = */ NULL,
     /* .ws_free           = */ NULL,
+    /* .blocks_workspace  = */ NULL,
+    /* .blocks            = */ NULL,
+    /* .candidates_ws     = */ NULL,
+    /* .candidates        = */ NULL,
 };

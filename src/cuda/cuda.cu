@@ -277,4 +277,8 @@ extern "C" const ltk_backend_i ltk_backend_cuda = {
     /* .decode            = */ ltk_cuda_decode,
     /* .ws_alloc          = */ cuda_ws_alloc,
     /* .ws_free           = */ cuda_ws_free,
+    /* .blocks_workspace  = */ NULL,
+    /* .blocks            = */ NULL,
+    /* .candidates_ws     = */ NULL,
+    /* .candidates        = */ NULL,
 };

@@ -57,11 +57,15 @@ static int cmp_scored(const void *pa, const void *pb) {
     return (a->idx > b->idx) - (a->idx < b->idx);
 }
 
-/* Sorts `n` scored entries and writes the best k (padding -1 / pad_score). `negate` flips the
- * reported score back for metrics ranked ascending (L2). */
-static void emit_row(scored *v, int64_t n, int32_t k, int64_t base, int32_t *idx32, int64_t *idx64, float *out_s,
-                     int negate) {
-    qsort(v, (size_t)n, sizeof *v, cmp_scored);
+static int cmp_idx(const void *pa, const void *pb) {
+    const scored *a = pa, *b = pb;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+/* Writes the first k of `n` entries (padding -1 / pad_score). `negate` flips the reported score
+ * back for metrics ranked ascending (L2). */
+static void write_row(const scored *v, int64_t n, int32_t k, int64_t base, int32_t *idx32, int64_t *idx64, float *out_s,
+                      int negate) {
     for (int32_t j = 0; j < k; j++) {
         if (j < n) {
             int64_t id = v[j].idx - base;
@@ -74,6 +78,35 @@ static void emit_row(scored *v, int64_t n, int32_t k, int64_t base, int32_t *idx
             if (out_s) out_s[j] = negate ? INFINITY : -INFINITY;
         }
     }
+}
+
+/* Sorts `n` scored entries and writes the best k (write_row). */
+static void emit_row(scored *v, int64_t n, int32_t k, int64_t base, int32_t *idx32, int64_t *idx64, float *out_s,
+                     int negate) {
+    qsort(v, (size_t)n, sizeof *v, cmp_scored);
+    write_row(v, n, k, base, idx32, idx64, out_s, negate);
+}
+
+/* emit_row, the best k then in ascending index order where by_index (LTK_FLAG_BY_INDEX). */
+static void emit_row_by(scored *v, int64_t n, int32_t k, int64_t base, int32_t *idx32, float *out_s, int by_index) {
+    qsort(v, (size_t)n, sizeof *v, cmp_scored);
+    if (by_index) qsort(v, (size_t)(n < k ? n : k), sizeof *v, cmp_idx);
+    write_row(v, n, k, base, idx32, NULL, out_s, 0);
+}
+
+/* Row t's queries as float64 (H*D), and I[t,s] from them: the indexer's formula, float64 throughout. */
+static void ref_load_q(const ltk_indexer_args *a, int64_t t, double *q) {
+    for (int h = 0; h < a->H; h++)
+        for (int d = 0; d < a->D; d++) q[h * a->D + d] = ltk_load_f32(a->q, a->dtype, t * a->q_stride_t + h * a->D + d);
+}
+static double ref_score(const ltk_indexer_args *a, const double *q, int64_t t, int64_t s) {
+    double acc = 0.0;
+    for (int h = 0; h < a->H; h++) {
+        double dot = 0.0;
+        for (int d = 0; d < a->D; d++) dot += q[h * a->D + d] * (double)ltk_load_f32(a->kv, a->dtype, s * a->kv_stride_s + d);
+        acc += (double)a->weights[t * a->w_stride_t + h] * (dot > 0.0 ? dot : (isnan(dot) ? dot : 0.0));
+    }
+    return acc * (a->kv_scale ? (double)a->kv_scale[s] : 1.0);
 }
 
 static int ref_available(void) { return 1; }
@@ -123,16 +156,9 @@ static ltk_status ref_indexer_exact(const ltk_indexer_args *a, const ltk_exec *e
             for (int32_t j = 0; j < k; j++) oi[j] = j < hi - lo ? (int32_t)(lo + j - base) : -1;
             continue;
         }
-        for (int h = 0; h < H; h++)
-            for (int d = 0; d < D; d++) q[h * D + d] = ltk_load_f32(a->q, a->dtype, t * a->q_stride_t + h * D + d);
+        ref_load_q(a, t, q);
         for (int64_t s = lo; s < hi; s++) {
-            double acc = 0.0;
-            for (int h = 0; h < H; h++) {
-                double dot = 0.0;
-                for (int d = 0; d < D; d++) dot += q[h * D + d] * (double)ltk_load_f32(a->kv, a->dtype, s * a->kv_stride_s + d);
-                acc += (double)a->weights[t * a->w_stride_t + h] * (dot > 0.0 ? dot : (isnan(dot) ? dot : 0.0));
-            }
-            row[s - lo].score = acc * (a->kv_scale ? (double)a->kv_scale[s] : 1.0);
+            row[s - lo].score = ref_score(a, q, t, s);
             row[s - lo].idx = s;
         }
         emit_row(row, hi - lo, k, base, oi, NULL, os, 0);
@@ -147,6 +173,147 @@ static ltk_status ref_indexer_exact(const ltk_indexer_args *a, const ltk_exec *e
     free(q);
     free(row);
     return st;
+}
+
+/* ---- the candidate indexer (V4.1's block publication and listed-block scoring) -------------- */
+static ltk_status ref_blocks_ws(const ltk_blocks_args *a, const ltk_exec *e, size_t *bytes) {
+    (void)a, (void)e;
+    *bytes = 0;
+    return LTK_OK;
+}
+static ltk_status ref_candidates_ws(const ltk_candidates_args *a, const ltk_exec *e, size_t *bytes) {
+    (void)a, (void)e;
+    *bytes = 0;
+    return LTK_OK;
+}
+
+/* Ids lo .. lo + n - 1 ascending (relative to base), then -1. */
+static void write_identity(int32_t *out, int64_t lo, int64_t n, int32_t k, int64_t base) {
+    for (int32_t j = 0; j < k; j++) out[j] = j < n ? (int32_t)(lo + j - base) : -1;
+}
+
+static ltk_status ref_blocks_exact(const ltk_blocks_args *ba, const ltk_exec *e) {
+    const ltk_indexer_args *a = &ba->ix;
+    const int64_t T = a->T, S = a->S, b = ba->block_size;
+    const int by = (a->flags & LTK_FLAG_BY_INDEX) != 0, loose = (a->flags & (LTK_FLAG_UNSORTED | LTK_FLAG_BY_INDEX)) != 0;
+    int64_t maxlen = 1;
+    for (int64_t t = 0; t < T; t++) {
+        int64_t len = (a->ke ? a->ke[t] : S) - (a->ks ? a->ks[t] : 0);
+        if (len > maxlen) maxlen = len;
+    }
+    double *q = malloc(sizeof(double) * (size_t)a->H * (size_t)a->D);
+    scored *row = malloc(sizeof(scored) * (size_t)maxlen), *blk = malloc(sizeof(scored) * (size_t)(maxlen / b + 2));
+    if (!q || !row || !blk) {
+        free(q), free(row), free(blk);
+        return ltk_error(LTK_ENOMEM, "ref blocks: allocation failed");
+    }
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t lo = a->ks ? a->ks[t] : 0, hi = a->ke ? a->ke[t] : S, n = hi - lo;
+        const int64_t base = (a->flags & LTK_FLAG_ABSOLUTE) ? 0 : lo, j0 = lo / b, nb = n > 0 ? (hi - 1) / b - j0 + 1 : 0;
+        int32_t *ob = ba->out_blocks + t * ba->blocks_stride;
+        float *obs = ba->out_block_scores ? ba->out_block_scores + t * ba->blocks_stride : NULL;
+        int32_t *oi = a->k > 0 ? a->out_idx + t * a->out_stride : NULL;
+        float *os = a->k > 0 && a->out_scores ? a->out_scores + t * a->out_stride : NULL;
+        const int blocks_plain = nb <= ba->block_k && loose && !obs, keys_plain = !oi || (n <= a->k && loose && !os);
+        if (blocks_plain) write_identity(ob, j0, nb, ba->block_k, 0);
+        if (oi && keys_plain) write_identity(oi, lo, n, a->k, base);
+        if (blocks_plain && keys_plain) continue;
+        ref_load_q(a, t, q);
+        for (int64_t s = lo; s < hi; s++) {
+            row[s - lo].score = ref_score(a, q, t, s);
+            row[s - lo].idx = s;
+        }
+        if (!blocks_plain) {
+            /* each block's largest score in ORDER (NaN below every number; -0 as +0) */
+            for (int64_t i = 0; i < nb; i++) {
+                const int64_t j = j0 + i, s0 = j * b > lo ? j * b : lo, s1 = (j + 1) * b < hi ? (j + 1) * b : hi;
+                double best = NAN;
+                for (int64_t s = s0; s < s1; s++) {
+                    const double v = row[s - lo].score;
+                    if (!isnan(v) && (isnan(best) || v > best)) best = v;
+                }
+                blk[i].score = best + 0.0;
+                blk[i].idx = j;
+            }
+            qsort(blk, (size_t)nb, sizeof *blk, cmp_scored);
+            if ((a->flags & LTK_FLAG_PIN_NEWEST) && nb > 0 && hi % b != 0) { /* the newest, partial block first */
+                const int64_t jn = (hi - 1) / b;
+                int64_t at = 0;
+                while (blk[at].idx != jn) at++;
+                memmove(blk + 1, blk, sizeof *blk * (size_t)at);
+                blk[0].idx = jn;
+                blk[0].score = INFINITY;
+            }
+            if (by) qsort(blk, (size_t)(nb < ba->block_k ? nb : ba->block_k), sizeof *blk, cmp_idx);
+            write_row(blk, nb, ba->block_k, 0, ob, NULL, obs, 0);
+        }
+        if (!keys_plain) emit_row_by(row, n, a->k, base, oi, os, by);
+    }
+    if (e->stats) {
+        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
+        e->stats->rows = T;
+    }
+    free(q), free(row), free(blk);
+    return LTK_OK;
+}
+
+static int cmp_i64(const void *pa, const void *pb) {
+    const int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return (a > b) - (a < b);
+}
+
+static ltk_status ref_candidates_exact(const ltk_candidates_args *ca, const ltk_exec *e) {
+    const ltk_indexer_args *a = &ca->ix;
+    const int64_t T = a->T, S = a->S, b = ca->block_size, nbk = (S + b - 1) / b;
+    const int by = (a->flags & LTK_FLAG_BY_INDEX) != 0, loose = (a->flags & (LTK_FLAG_UNSORTED | LTK_FLAG_BY_INDEX)) != 0;
+    double *q = malloc(sizeof(double) * (size_t)a->H * (size_t)a->D);
+    int64_t *ids = malloc(sizeof(int64_t) * (size_t)ca->n_blocks);
+    scored *row = malloc(sizeof(scored) * (size_t)ca->n_blocks * (size_t)b);
+    if (!q || !ids || !row) {
+        free(q), free(ids), free(row);
+        return ltk_error(LTK_ENOMEM, "ref candidates: allocation failed");
+    }
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t lo = a->ks ? a->ks[t] : 0, hi = a->ke ? a->ke[t] : S;
+        const int64_t base = (a->flags & LTK_FLAG_ABSOLUTE) ? 0 : lo;
+        const int32_t *bl = ca->blocks + t * ca->blocks_stride;
+        int32_t *oi = a->out_idx + t * a->out_stride;
+        float *os = a->out_scores ? a->out_scores + t * a->out_stride : NULL;
+        /* the listed blocks that exist and meet the row's range, once each, ascending */
+        int64_t m = 0, n = 0;
+        for (int32_t i = 0; i < ca->n_blocks; i++) {
+            const int64_t j = bl[i];
+            if (j >= 0 && j < nbk && j * b < hi && (j + 1) * b > lo) ids[m++] = j;
+        }
+        qsort(ids, (size_t)m, sizeof *ids, cmp_i64);
+        int64_t u = 0;
+        for (int64_t i = 0; i < m; i++)
+            if (u == 0 || ids[u - 1] != ids[i]) ids[u++] = ids[i];
+        for (int64_t i = 0; i < u; i++)
+            for (int64_t s = ids[i] * b > lo ? ids[i] * b : lo; s < (ids[i] + 1) * b && s < hi; s++) row[n++].idx = s;
+        if (n <= a->k && loose && !os) { /* ascending, unscored */
+            for (int32_t j = 0; j < a->k; j++) oi[j] = j < n ? (int32_t)(row[j].idx - base) : -1;
+            continue;
+        }
+        ref_load_q(a, t, q);
+        for (int64_t i = 0; i < n; i++) row[i].score = ref_score(a, q, t, row[i].idx);
+        emit_row_by(row, n, a->k, base, oi, os, by);
+    }
+    if (e->stats) {
+        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
+        e->stats->rows = T;
+    }
+    free(q), free(ids), free(row);
+    return LTK_OK;
+}
+
+static ltk_status ref_blocks(const ltk_blocks_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+    (void)ws, (void)wsb;
+    REF_EXACT(ref_blocks_exact(a, e));
+}
+static ltk_status ref_candidates(const ltk_candidates_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+    (void)ws, (void)wsb;
+    REF_EXACT(ref_candidates_exact(a, e));
 }
 
 /* ---- decode ------------------------------------------------------------------------------- */
@@ -317,4 +484,8 @@ const ltk_backend_i ltk_backend_ref = {
     /* .decode            = */ ref_decode,
     /* .ws_alloc          = */ NULL,
     /* .ws_free           = */ NULL,
+    /* .blocks_workspace  = */ ref_blocks_ws,
+    /* .blocks            = */ ref_blocks,
+    /* .candidates_ws     = */ ref_candidates_ws,
+    /* .candidates        = */ ref_candidates,
 };

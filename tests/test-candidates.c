@@ -1,0 +1,350 @@
+/* test-candidates: DeepSeek-V4.1's candidate indexer (ltk_blocks_topk, ltk_candidates_topk) on
+ * the ref backend against a brute force written here from the header alone: the indexer's scores
+ * in float64, block scores as the largest score of a block's keys in the row (NaN below every
+ * number), the ORDER with ties by the lower id, the newest-block pin, the identity rule, the
+ * output orders, padding, listed ids in any order with repeats and padding; and the front end's
+ * errors. Inputs lie on dyadic grids, so that every score is exact in float64 whatever the
+ * summation order: oracle and brute force must agree bit for bit, and ties are frequent.
+ * The CPU and CUDA backends answer LTK_EUNSUPPORTED until they have these operations (checked). */
+#include "harness.h"
+
+#include "litetopk.h"
+
+enum { H = 3, D = 8 };
+
+typedef struct { double s; int64_t i; } ent;
+
+/* ORDER: score desc, NaN last, ties by the lower index. */
+static int ent_cmp(const void *pa, const void *pb) {
+    const ent *a = pa, *b = pb;
+    const int na = isnan(a->s), nb = isnan(b->s);
+    if (na != nb) return na ? 1 : -1;
+    if (!na && a->s != b->s) return a->s > b->s ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+static int ent_cmp_idx(const void *pa, const void *pb) {
+    const ent *a = pa, *b = pb;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+typedef struct {
+    int64_t T, S;
+    float *q, *kv, *w;
+    int32_t *ks, *ke;
+} inputs;
+
+/* Grid values; key s is NaN in every dimension where nan_keys and s % 23 == 7. */
+static void make_inputs(inputs *in, int64_t T, int64_t S, int nan_keys) {
+    in->T = T, in->S = S;
+    in->q = malloc(sizeof(float) * (size_t)(T * H * D + 1));
+    in->kv = malloc(sizeof(float) * (size_t)(S * D + 1));
+    in->w = malloc(sizeof(float) * (size_t)(T * H + 1));
+    in->ks = malloc(sizeof(int32_t) * (size_t)(T + 1));
+    in->ke = malloc(sizeof(int32_t) * (size_t)(T + 1));
+    for (int64_t i = 0; i < T * H * D; i++) in->q[i] = (float)rng_range(-3, 3) * 0.5f;
+    for (int64_t s = 0; s < S; s++)
+        for (int d = 0; d < D; d++) in->kv[s * D + d] = nan_keys && s % 23 == 7 ? NAN : (float)rng_range(-2, 2);
+    for (int64_t i = 0; i < T * H; i++) in->w[i] = (float)rng_range(-1, 2) * 0.5f;
+    for (int64_t t = 0; t < T; t++) {
+        int64_t a = S ? rng_below(S + 1) : 0, b = S ? rng_below(S + 1) : 0;
+        if (rng_below(4) == 0) a = 0;
+        if (a > b) { int64_t x = a; a = b; b = x; }
+        in->ks[t] = (int32_t)a, in->ke[t] = (int32_t)b;
+    }
+}
+static void free_inputs(inputs *in) { free(in->q), free(in->kv), free(in->w), free(in->ks), free(in->ke); }
+
+static double brute_score(const inputs *in, int64_t t, int64_t s) {
+    double acc = 0.0;
+    for (int h = 0; h < H; h++) {
+        double dot = 0.0;
+        for (int d = 0; d < D; d++) dot += (double)in->q[(t * H + h) * D + d] * (double)in->kv[s * D + d];
+        acc += (double)in->w[t * H + h] * (dot > 0.0 ? dot : (isnan(dot) ? dot : 0.0));
+    }
+    return acc;
+}
+
+static ltk_indexer_args ix_of(const inputs *in, int32_t k, int32_t *oi, float *os, uint32_t flags) {
+    ltk_indexer_args a;
+    memset(&a, 0, sizeof a);
+    a.T = in->T, a.S = in->S, a.H = H, a.D = D, a.k = k, a.dtype = LTK_DTYPE_F32;
+    a.q = in->q, a.kv = in->kv, a.weights = in->w, a.ks = in->ks, a.ke = in->ke;
+    a.out_idx = oi, a.out_scores = os, a.flags = flags;
+    return a;
+}
+static const ltk_exec ref_exec = {LTK_BACKEND_REF, LTK_ALGO_FUSED, NULL, NULL, 0, 1, NULL};
+
+/* The expected k outputs from n entries (ORDER, or by index), written as the library writes them. */
+static void expect_row(ent *v, int64_t n, int32_t k, int by_index, int64_t base, int32_t *ei, float *es) {
+    qsort(v, (size_t)n, sizeof *v, ent_cmp);
+    if (by_index) qsort(v, (size_t)(n < k ? n : k), sizeof *v, ent_cmp_idx);
+    for (int32_t j = 0; j < k; j++) {
+        ei[j] = j < n ? (int32_t)(v[j].i - base) : -1;
+        es[j] = j < n ? (float)v[j].s : -INFINITY;
+    }
+}
+
+/* Compares a row; unsorted outputs as sets (both sorted by index; scores then follow their ids). */
+static int same_row(const int32_t *gi, const float *gs, const int32_t *ei, const float *es, int32_t k, int unsorted,
+                    const char *what, int64_t t) {
+    int32_t *a = malloc(sizeof(int32_t) * (size_t)k), *b = malloc(sizeof(int32_t) * (size_t)k);
+    memcpy(a, gi, sizeof(int32_t) * (size_t)k), memcpy(b, ei, sizeof(int32_t) * (size_t)k);
+    int ok = 1;
+    if (unsorted) {
+        for (int32_t i = 1; i < k; i++) /* insertion sort: rows are short */
+            for (int32_t j = i; j > 0 && (uint32_t)a[j - 1] > (uint32_t)a[j]; j--) { int32_t x = a[j]; a[j] = a[j - 1]; a[j - 1] = x; }
+        for (int32_t i = 1; i < k; i++)
+            for (int32_t j = i; j > 0 && (uint32_t)b[j - 1] > (uint32_t)b[j]; j--) { int32_t x = b[j]; b[j] = b[j - 1]; b[j - 1] = x; }
+    }
+    for (int32_t j = 0; j < k && ok; j++) ok = a[j] == b[j];
+    if (ok && gs && !unsorted)
+        for (int32_t j = 0; j < k && ok; j++) ok = t_same_f32(gs[j], es[j]);
+    CHECK(ok, "%s: row %lld differs (slot 0: got %d, want %d)", what, (long long)t, gi[0], ei[0]);
+    free(a), free(b);
+    return ok;
+}
+
+/* ---- ltk_blocks_topk ------------------------------------------------------------------------ */
+static void blocks_case(int64_t T, int64_t S, int32_t b, int32_t bk, int32_t k, uint32_t flags, int with_scores,
+                        int nan_keys) {
+    inputs in;
+    make_inputs(&in, T, S, nan_keys);
+    const int64_t stride = bk + 3;
+    int32_t *ob = malloc(sizeof(int32_t) * (size_t)(T * stride + 1)), *oi = malloc(sizeof(int32_t) * (size_t)(T * (k + 1) + 1));
+    float *obs = malloc(sizeof(float) * (size_t)(T * stride + 1)), *os = malloc(sizeof(float) * (size_t)(T * (k + 1) + 1));
+    for (int64_t i = 0; i < T * stride; i++) ob[i] = 0x5a5a5a5a;
+    ltk_blocks_args a;
+    memset(&a, 0, sizeof a);
+    a.ix = ix_of(&in, k, k ? oi : NULL, k && with_scores ? os : NULL, flags);
+    a.block_size = b, a.block_k = bk, a.out_blocks = ob, a.out_block_scores = with_scores ? obs : NULL, a.blocks_stride = stride;
+    ltk_status st = ltk_blocks_topk(&a, &ref_exec);
+    CHECK(st == LTK_OK, "blocks T=%lld S=%lld b=%d: %s", (long long)T, (long long)S, b, ltk_last_error());
+    const int by = (flags & LTK_FLAG_BY_INDEX) != 0, uns = (flags & LTK_FLAG_UNSORTED) && !by;
+    ent *v = malloc(sizeof(ent) * (size_t)(S + 1)), *bl = malloc(sizeof(ent) * (size_t)(S / b + 2) * 2); /* (nb <= S / b + 2) */
+    int32_t *ei = malloc(sizeof(int32_t) * (size_t)(bk + k + 1));
+    float *es = malloc(sizeof(float) * (size_t)(bk + k + 1));
+    char what[160];
+    snprintf(what, sizeof what, "blocks T=%lld S=%lld b=%d block_k=%d k=%d flags=0x%x scores=%d", (long long)T, (long long)S,
+             b, bk, k, flags, with_scores);
+    for (int64_t t = 0; st == LTK_OK && t < T; t++) {
+        const int64_t lo = in.ks[t], hi = in.ke[t], n = hi - lo, j0 = lo / b, nb = n > 0 ? (hi - 1) / b - j0 + 1 : 0;
+        if (nb <= bk && (flags & (LTK_FLAG_UNSORTED | LTK_FLAG_BY_INDEX)) && !with_scores) {
+            for (int32_t j = 0; j < bk; j++) ei[j] = j < nb ? (int32_t)(j0 + j) : -1;
+            same_row(ob + t * stride, NULL, ei, NULL, bk, 0, what, t);
+        } else {
+            for (int64_t i = 0; i < nb; i++) {
+                const int64_t j = j0 + i;
+                double best = NAN;
+                for (int64_t s = j * b; s < (j + 1) * b; s++)
+                    if (s >= lo && s < hi) {
+                        const double x = brute_score(&in, t, s);
+                        if (!isnan(x) && (isnan(best) || x > best)) best = x;
+                    }
+                bl[i].s = best + 0.0, bl[i].i = j;
+            }
+            /* the pin: the newest partial block first, as +inf, before a real +inf of a lower id */
+            int64_t pinned = (flags & LTK_FLAG_PIN_NEWEST) && nb > 0 && hi % b != 0 ? (hi - 1) / b : -1;
+            qsort(bl, (size_t)nb, sizeof *bl, ent_cmp);
+            if (pinned >= 0) {
+                int64_t at = 0;
+                while (bl[at].i != pinned) at++;
+                for (; at > 0; at--) bl[at] = bl[at - 1];
+                bl[0].i = pinned, bl[0].s = INFINITY;
+            }
+            if (by) qsort(bl, (size_t)(nb < bk ? nb : bk), sizeof *bl, ent_cmp_idx);
+            for (int32_t j = 0; j < bk; j++) {
+                ei[j] = j < nb ? (int32_t)bl[j].i : -1;
+                es[j] = j < nb ? (float)bl[j].s : -INFINITY;
+            }
+            same_row(ob + t * stride, with_scores ? obs + t * stride : NULL, ei, es, bk, uns, what, t);
+        }
+        for (int64_t j = bk; j < stride; j++) CHECK(ob[t * stride + j] == 0x5a5a5a5a, "%s: row %lld: wrote past block_k", what, (long long)t);
+        if (k) { /* the ordinary top-k, from the same scores */
+            const int64_t base = (flags & LTK_FLAG_ABSOLUTE) ? 0 : lo;
+            if (n <= k && (flags & (LTK_FLAG_UNSORTED | LTK_FLAG_BY_INDEX)) && !with_scores) {
+                for (int32_t j = 0; j < k; j++) ei[j] = j < n ? (int32_t)(lo + j - base) : -1;
+                same_row(oi + t * k, NULL, ei, NULL, k, 0, what, t);
+            } else {
+                for (int64_t s = lo; s < hi; s++) v[s - lo].s = brute_score(&in, t, s), v[s - lo].i = s;
+                expect_row(v, n, k, by, base, ei, es);
+                same_row(oi + t * k, with_scores ? os + t * k : NULL, ei, es, k, uns, what, t);
+            }
+        }
+    }
+    free(v), free(bl), free(ei), free(es), free(ob), free(oi), free(obs), free(os);
+    free_inputs(&in);
+}
+
+static void test_blocks_vs_brute(void) {
+    static const uint32_t fl[] = {0, LTK_FLAG_UNSORTED, LTK_FLAG_BY_INDEX, LTK_FLAG_PIN_NEWEST,
+                                  LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX, LTK_FLAG_ABSOLUTE | LTK_FLAG_UNSORTED};
+    static const int32_t bs[] = {1, 3, 8, 16};
+    for (int f = 0; f < 6; f++)
+        for (int i = 0; i < 4; i++) {
+            blocks_case(9, rng_range(0, 300), bs[i], (int32_t)rng_range(1, 40), 0, fl[f], 1, 0);
+            blocks_case(9, rng_range(1, 300), bs[i], (int32_t)rng_range(1, 40), (int32_t)rng_range(1, 30), fl[f], 1, 1);
+            blocks_case(7, rng_range(1, 200), bs[i], (int32_t)rng_range(1, 60), 0, fl[f], 0, 0);
+            blocks_case(7, rng_range(1, 200), bs[i], (int32_t)rng_range(1, 60), (int32_t)rng_range(1, 30), fl[f], 0, 1);
+        }
+    blocks_case(3, 0, 8, 4, 0, 0, 1, 0);                      /* no keys: every row empty */
+    blocks_case(4, 64, 8, 8, 0, LTK_FLAG_PIN_NEWEST, 1, 0);   /* block_k = all blocks */
+    blocks_case(4, 4096, 8, 2048, 512, LTK_FLAG_PIN_NEWEST, 1, 0); /* V4.1's shape, small */
+}
+
+/* ---- ltk_candidates_topk -------------------------------------------------------------------- */
+static void candidates_case(int64_t T, int64_t S, int32_t b, int32_t nbl, int32_t k, uint32_t flags, int with_scores,
+                            int nan_keys) {
+    inputs in;
+    make_inputs(&in, T, S, nan_keys);
+    const int64_t nbk = (S + b - 1) / b, bstride = nbl + 2;
+    int32_t *bl = malloc(sizeof(int32_t) * (size_t)(T * bstride + 1)), *oi = malloc(sizeof(int32_t) * (size_t)(T * k + 1));
+    float *os = malloc(sizeof(float) * (size_t)(T * k + 1));
+    for (int64_t i = 0; i < T * bstride; i++) { /* ids in any order, -1, repeats, out of range */
+        const int64_t r = rng_below(10);
+        bl[i] = r == 0 ? -1 : r == 1 ? (int32_t)(nbk + rng_below(3)) : r == 2 ? -7 : (int32_t)(nbk ? rng_below(nbk) : 0);
+    }
+    ltk_candidates_args a;
+    memset(&a, 0, sizeof a);
+    a.ix = ix_of(&in, k, oi, with_scores ? os : NULL, flags);
+    a.block_size = b, a.n_blocks = nbl, a.blocks = bl, a.blocks_stride = bstride;
+    ltk_status st = ltk_candidates_topk(&a, &ref_exec);
+    char what[160];
+    snprintf(what, sizeof what, "candidates T=%lld S=%lld b=%d n_blocks=%d k=%d flags=0x%x scores=%d", (long long)T,
+             (long long)S, b, nbl, k, flags, with_scores);
+    CHECK(st == LTK_OK, "%s: %s", what, ltk_last_error());
+    const int by = (flags & LTK_FLAG_BY_INDEX) != 0, uns = (flags & LTK_FLAG_UNSORTED) && !by;
+    ent *v = malloc(sizeof(ent) * (size_t)(S + 1));
+    unsigned char *in_list = malloc((size_t)S + 1);
+    int32_t *ei = malloc(sizeof(int32_t) * (size_t)k);
+    float *es = malloc(sizeof(float) * (size_t)k);
+    for (int64_t t = 0; st == LTK_OK && t < T; t++) {
+        const int64_t lo = in.ks[t], hi = in.ke[t], base = (flags & LTK_FLAG_ABSOLUTE) ? 0 : lo;
+        memset(in_list, 0, (size_t)S + 1);
+        for (int32_t i = 0; i < nbl; i++) {
+            const int64_t j = bl[t * bstride + i];
+            if (j >= 0 && j < nbk)
+                for (int64_t s = j * b; s < (j + 1) * b && s < S; s++) in_list[s] = 1;
+        }
+        int64_t n = 0;
+        for (int64_t s = lo; s < hi; s++)
+            if (in_list[s]) v[n].s = brute_score(&in, t, s), v[n++].i = s;
+        if (n <= k && (flags & (LTK_FLAG_UNSORTED | LTK_FLAG_BY_INDEX)) && !with_scores) {
+            for (int32_t j = 0; j < k; j++) ei[j] = j < n ? (int32_t)(v[j].i - base) : -1;
+            same_row(oi + t * k, NULL, ei, NULL, k, 0, what, t);
+        } else {
+            expect_row(v, n, k, by, base, ei, es);
+            same_row(oi + t * k, with_scores ? os + t * k : NULL, ei, es, k, uns, what, t);
+        }
+    }
+    free(v), free(in_list), free(ei), free(es), free(bl), free(oi), free(os);
+    free_inputs(&in);
+}
+
+static void test_candidates_vs_brute(void) {
+    static const uint32_t fl[] = {0, LTK_FLAG_UNSORTED, LTK_FLAG_BY_INDEX, LTK_FLAG_ABSOLUTE, LTK_FLAG_ABSOLUTE | LTK_FLAG_BY_INDEX};
+    static const int32_t bs[] = {1, 4, 8, 16};
+    for (int f = 0; f < 5; f++)
+        for (int i = 0; i < 4; i++) {
+            candidates_case(9, rng_range(0, 400), bs[i], (int32_t)rng_range(1, 40), (int32_t)rng_range(1, 50), fl[f], 1, 0);
+            candidates_case(9, rng_range(1, 400), bs[i], (int32_t)rng_range(1, 40), (int32_t)rng_range(1, 50), fl[f], 0, 1);
+        }
+    candidates_case(4, 8192, 8, 2048, 512, 0, 1, 0); /* V4.1's consumer shape, small */
+}
+
+/* Listing every block of the keys scores every key: the same bits as ltk_indexer_topk. */
+static void test_candidates_all_blocks_is_indexer(void) {
+    inputs in;
+    make_inputs(&in, 11, 500, 1);
+    const int32_t k = 40, b = 8, nbl = (500 + b - 1) / b;
+    int32_t *bl = malloc(sizeof(int32_t) * (size_t)(11 * nbl)), *o1 = malloc(sizeof(int32_t) * 11 * k), *o2 = malloc(sizeof(int32_t) * 11 * k);
+    float *s1 = malloc(sizeof(float) * 11 * k), *s2 = malloc(sizeof(float) * 11 * k);
+    for (int64_t t = 0; t < 11; t++)
+        for (int32_t i = 0; i < nbl; i++) bl[t * nbl + i] = nbl - 1 - i; /* descending ids */
+    ltk_candidates_args a;
+    memset(&a, 0, sizeof a);
+    a.ix = ix_of(&in, k, o1, s1, 0);
+    a.block_size = b, a.n_blocks = nbl, a.blocks = bl;
+    CHECK(ltk_candidates_topk(&a, &ref_exec) == LTK_OK, "candidates: %s", ltk_last_error());
+    ltk_indexer_args x = ix_of(&in, k, o2, s2, 0);
+    CHECK(ltk_indexer_topk(&x, &ref_exec) == LTK_OK, "indexer: %s", ltk_last_error());
+    int same = 1;
+    for (int64_t i = 0; i < 11 * k; i++) same &= o1[i] == o2[i] && t_same_f32(s1[i], s2[i]);
+    CHECK(same, "all blocks listed != ltk_indexer_topk");
+    free(bl), free(o1), free(o2), free(s1), free(s2);
+    free_inputs(&in);
+}
+
+/* ---- errors --------------------------------------------------------------------------------- */
+static void test_bad_args(void) {
+    inputs in;
+    make_inputs(&in, 4, 100, 0);
+    int32_t ob[64], oi[64], bl[64];
+    for (int i = 0; i < 64; i++) bl[i] = i;
+    ltk_blocks_args a;
+    memset(&a, 0, sizeof a);
+    a.ix = ix_of(&in, 0, NULL, NULL, 0);
+    a.block_size = 8, a.block_k = 4, a.out_blocks = ob;
+    CHECK(ltk_blocks_topk(&a, &ref_exec) == LTK_OK, "blocks only: %s", ltk_last_error());
+#define BAD_B(field, value, want)                                                        \
+    do {                                                                                 \
+        ltk_blocks_args b2 = a;                                                          \
+        b2.field = value;                                                                \
+        ltk_status st_ = ltk_blocks_topk(&b2, &ref_exec);                                \
+        CHECK(st_ == (want), "blocks %s = %s: status %d (%s)", #field, #value, (int)st_, ltk_last_error()); \
+    } while (0)
+    BAD_B(block_size, 0, LTK_EINVAL);
+    BAD_B(block_size, LTK_BLOCK_MAX_SIZE + 1, LTK_EINVAL);
+    BAD_B(block_k, 0, LTK_EINVAL);
+    BAD_B(block_k, LTK_BLOCKS_MAX_K + 1, LTK_EINVAL);
+    BAD_B(out_blocks, NULL, LTK_EINVAL);
+    BAD_B(blocks_stride, 2, LTK_EINVAL);
+    BAD_B(ix.out_idx, oi, LTK_EINVAL);          /* k = 0 with an output */
+    BAD_B(ix.k, 5, LTK_EINVAL);                 /* k with no output */
+    BAD_B(ix.k, LTK_INDEXER_MAX_K + 1, LTK_EINVAL);
+    BAD_B(ix.flags, 0x100u, LTK_EINVAL);
+    BAD_B(ix.H, 0, LTK_EINVAL);
+    BAD_B(ix.ke, NULL, LTK_EINVAL);             /* ks without ke */
+    BAD_B(ix.state, (ltk_indexer_state *)bl, LTK_EINVAL);
+    {
+        ltk_blocks_args b2 = a;
+        int32_t bad_ke[4] = {10, 10, 10, 101}; /* beyond S */
+        b2.ix.ke = bad_ke;
+        CHECK(ltk_blocks_topk(&b2, &ref_exec) == LTK_EINVAL, "blocks: a range past S accepted");
+    }
+    CHECK(ltk_blocks_topk(NULL, &ref_exec) == LTK_EINVAL, "blocks: NULL args accepted");
+    ltk_candidates_args c;
+    memset(&c, 0, sizeof c);
+    c.ix = ix_of(&in, 5, oi, NULL, 0);
+    c.block_size = 8, c.n_blocks = 13, c.blocks = bl;
+    CHECK(ltk_candidates_topk(&c, &ref_exec) == LTK_OK, "candidates: %s", ltk_last_error());
+#define BAD_C(field, value, want)                                                        \
+    do {                                                                                 \
+        ltk_candidates_args c2 = c;                                                      \
+        c2.field = value;                                                                \
+        ltk_status st_ = ltk_candidates_topk(&c2, &ref_exec);                            \
+        CHECK(st_ == (want), "candidates %s = %s: status %d (%s)", #field, #value, (int)st_, ltk_last_error()); \
+    } while (0)
+    BAD_C(block_size, 0, LTK_EINVAL);
+    BAD_C(n_blocks, 0, LTK_EINVAL);
+    BAD_C(n_blocks, LTK_BLOCKS_MAX_K + 1, LTK_EINVAL);
+    BAD_C(blocks, NULL, LTK_EINVAL);
+    BAD_C(blocks_stride, 3, LTK_EINVAL);
+    BAD_C(ix.k, 0, LTK_EINVAL);
+    BAD_C(ix.out_idx, NULL, LTK_EINVAL);
+    BAD_C(ix.flags, LTK_FLAG_PIN_NEWEST, LTK_EINVAL); /* a blocks-only flag */
+    /* backends without the operations say so */
+    ltk_exec cpu = ref_exec;
+    cpu.backend = LTK_BACKEND_CPU;
+    CHECK(ltk_blocks_topk(&a, &cpu) == LTK_EUNSUPPORTED, "blocks on the CPU backend: not LTK_EUNSUPPORTED");
+    CHECK(ltk_candidates_topk(&c, &cpu) == LTK_EUNSUPPORTED, "candidates on the CPU backend: not LTK_EUNSUPPORTED");
+    size_t bytes = 1;
+    CHECK(ltk_blocks_workspace_size(&a, &ref_exec, &bytes) == LTK_OK && bytes == 0, "blocks workspace on ref");
+    CHECK(ltk_candidates_workspace_size(&c, &ref_exec, NULL) == LTK_EINVAL, "candidates workspace: NULL bytes accepted");
+    free_inputs(&in);
+}
+
+int main(int argc, char **argv) {
+    static const t_test tests[] = {T_ENTRY(test_blocks_vs_brute), T_ENTRY(test_candidates_vs_brute),
+                                   T_ENTRY(test_candidates_all_blocks_is_indexer), T_ENTRY(test_bad_args)};
+    return T_RUN_ALL(tests);
+}
