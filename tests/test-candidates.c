@@ -1,11 +1,12 @@
 /* test-candidates: DeepSeek-V4.1's candidate indexer (ltk_blocks_topk, ltk_candidates_topk) on
- * the ref backend against a brute force written here from the header alone: the indexer's scores
+ * the ref and CPU backends against a brute force written here from the header alone: the indexer's scores
  * in float64, block scores as the largest score of a block's keys in the row (NaN below every
  * number), the ORDER with ties by the lower id, the newest-block pin, the identity rule, the
  * output orders, padding, listed ids in any order with repeats and padding; and the front end's
  * errors. Inputs lie on dyadic grids, so that every score is exact in float64 whatever the
- * summation order: oracle and brute force must agree bit for bit, and ties are frequent.
- * The CPU and CUDA backends answer LTK_EUNSUPPORTED until they have these operations (checked). */
+ * summation order (the CPU's fp32 canonical scores too): every backend and the brute force must
+ * agree bit for bit, and ties are frequent. On the CPU also: e4m3 inputs against its own indexer
+ * (the same scores), and a caller's workspace. CUDA has no such operations yet (LTK_EUNSUPPORTED). */
 #include "harness.h"
 
 #include "litetopk.h"
@@ -72,7 +73,8 @@ static ltk_indexer_args ix_of(const inputs *in, int32_t k, int32_t *oi, float *o
     a.out_idx = oi, a.out_scores = os, a.flags = flags;
     return a;
 }
-static const ltk_exec ref_exec = {LTK_BACKEND_REF, LTK_ALGO_FUSED, NULL, NULL, 0, 1, NULL};
+static ltk_exec ref_exec = {LTK_BACKEND_REF, LTK_ALGO_FUSED, NULL, NULL, 0, 1, NULL}; /* the backend under test */
+static const ltk_backend host_backends[] = {LTK_BACKEND_REF, LTK_BACKEND_CPU};
 
 /* The expected k outputs from n entries (ORDER, or by index), written as the library writes them. */
 static void expect_row(ent *v, int64_t n, int32_t k, int by_index, int64_t base, int32_t *ei, float *es) {
@@ -124,8 +126,8 @@ static void blocks_case(int64_t T, int64_t S, int32_t b, int32_t bk, int32_t k, 
     int32_t *ei = malloc(sizeof(int32_t) * (size_t)(bk + k + 1));
     float *es = malloc(sizeof(float) * (size_t)(bk + k + 1));
     char what[160];
-    snprintf(what, sizeof what, "blocks T=%lld S=%lld b=%d block_k=%d k=%d flags=0x%x scores=%d", (long long)T, (long long)S,
-             b, bk, k, flags, with_scores);
+    snprintf(what, sizeof what, "%s blocks T=%lld S=%lld b=%d block_k=%d k=%d flags=0x%x scores=%d",
+             ltk_backend_name(ref_exec.backend), (long long)T, (long long)S, b, bk, k, flags, with_scores);
     for (int64_t t = 0; st == LTK_OK && t < T; t++) {
         const int64_t lo = in.ks[t], hi = in.ke[t], n = hi - lo, j0 = lo / b, nb = n > 0 ? (hi - 1) / b - j0 + 1 : 0;
         if (nb <= bk && (flags & (LTK_FLAG_UNSORTED | LTK_FLAG_BY_INDEX)) && !with_scores) {
@@ -175,7 +177,16 @@ static void blocks_case(int64_t T, int64_t S, int32_t b, int32_t bk, int32_t k, 
     free_inputs(&in);
 }
 
+static void blocks_vs_brute(void);
 static void test_blocks_vs_brute(void) {
+    for (int i = 0; i < 2; i++) {
+        ref_exec.backend = host_backends[i];
+        ref_exec.num_threads = i + 1;
+        blocks_vs_brute();
+    }
+    ref_exec.backend = LTK_BACKEND_REF;
+}
+static void blocks_vs_brute(void) {
     static const uint32_t fl[] = {0, LTK_FLAG_UNSORTED, LTK_FLAG_BY_INDEX, LTK_FLAG_PIN_NEWEST,
                                   LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX, LTK_FLAG_ABSOLUTE | LTK_FLAG_UNSORTED};
     static const int32_t bs[] = {1, 3, 8, 16};
@@ -209,8 +220,8 @@ static void candidates_case(int64_t T, int64_t S, int32_t b, int32_t nbl, int32_
     a.block_size = b, a.n_blocks = nbl, a.blocks = bl, a.blocks_stride = bstride;
     ltk_status st = ltk_candidates_topk(&a, &ref_exec);
     char what[160];
-    snprintf(what, sizeof what, "candidates T=%lld S=%lld b=%d n_blocks=%d k=%d flags=0x%x scores=%d", (long long)T,
-             (long long)S, b, nbl, k, flags, with_scores);
+    snprintf(what, sizeof what, "%s candidates T=%lld S=%lld b=%d n_blocks=%d k=%d flags=0x%x scores=%d",
+             ltk_backend_name(ref_exec.backend), (long long)T, (long long)S, b, nbl, k, flags, with_scores);
     CHECK(st == LTK_OK, "%s: %s", what, ltk_last_error());
     const int by = (flags & LTK_FLAG_BY_INDEX) != 0, uns = (flags & LTK_FLAG_UNSORTED) && !by;
     ent *v = malloc(sizeof(ent) * (size_t)(S + 1));
@@ -240,7 +251,16 @@ static void candidates_case(int64_t T, int64_t S, int32_t b, int32_t nbl, int32_
     free_inputs(&in);
 }
 
+static void candidates_vs_brute(void);
 static void test_candidates_vs_brute(void) {
+    for (int i = 0; i < 2; i++) {
+        ref_exec.backend = host_backends[i];
+        ref_exec.num_threads = i + 1;
+        candidates_vs_brute();
+    }
+    ref_exec.backend = LTK_BACKEND_REF;
+}
+static void candidates_vs_brute(void) {
     static const uint32_t fl[] = {0, LTK_FLAG_UNSORTED, LTK_FLAG_BY_INDEX, LTK_FLAG_ABSOLUTE, LTK_FLAG_ABSOLUTE | LTK_FLAG_BY_INDEX};
     static const int32_t bs[] = {1, 4, 8, 16};
     for (int f = 0; f < 5; f++)
@@ -252,7 +272,15 @@ static void test_candidates_vs_brute(void) {
 }
 
 /* Listing every block of the keys scores every key: the same bits as ltk_indexer_topk. */
+static void all_blocks_is_indexer(void);
 static void test_candidates_all_blocks_is_indexer(void) {
+    for (int i = 0; i < 2; i++) {
+        ref_exec.backend = host_backends[i];
+        all_blocks_is_indexer();
+    }
+    ref_exec.backend = LTK_BACKEND_REF;
+}
+static void all_blocks_is_indexer(void) {
     inputs in;
     make_inputs(&in, 11, 500, 1);
     const int32_t k = 40, b = 8, nbl = (500 + b - 1) / b;
@@ -272,6 +300,66 @@ static void test_candidates_all_blocks_is_indexer(void) {
     CHECK(same, "all blocks listed != ltk_indexer_topk");
     free(bl), free(o1), free(o2), free(s1), free(s2);
     free_inputs(&in);
+}
+
+/* e4m3 keys and queries on the CPU: the publication's ordinary top-k and the all-blocks consumer
+ * give its indexer's bits (the same kernels), and its blocks rank the block maxima of those scores. */
+static void test_cpu_e4m3_is_indexer(void) {
+    const int64_t T = 9, S = 3000;
+    const int32_t k = 64, b = 8, bk = 100, nbl = (int32_t)((S + b - 1) / b);
+    uint8_t *q = malloc((size_t)(T * H * D)), *kv = malloc((size_t)(S * D));
+    float *w = malloc(sizeof(float) * (size_t)(T * H)), *sc = malloc(sizeof(float) * (size_t)S);
+    int32_t ks[9], ke[9];
+    for (int64_t i = 0; i < T * H * D; i++) q[i] = (uint8_t)(rng_below(2) << 7 | rng_range(0x28, 0x48));
+    for (int64_t i = 0; i < S * D; i++) kv[i] = (uint8_t)(rng_below(2) << 7 | rng_range(0x28, 0x48));
+    for (int64_t i = 0; i < T * H; i++) w[i] = (float)rng_normal();
+    for (int64_t s = 0; s < S; s++) sc[s] = (float)rng_unit() + 0.5f;
+    for (int64_t t = 0; t < T; t++) ks[t] = (int32_t)rng_below(100), ke[t] = (int32_t)(S - rng_below(300));
+    int32_t *o1 = malloc(sizeof(int32_t) * T * k), *o2 = malloc(sizeof(int32_t) * T * k), *o3 = malloc(sizeof(int32_t) * T * k);
+    int32_t *ob = malloc(sizeof(int32_t) * T * bk), *bl = malloc(sizeof(int32_t) * (size_t)(T * nbl)), *all = malloc(sizeof(int32_t) * (size_t)(T * S));
+    float *s1 = malloc(sizeof(float) * T * k), *s2 = malloc(sizeof(float) * T * k), *s3 = malloc(sizeof(float) * T * k);
+    float *obs = malloc(sizeof(float) * T * bk), *alls = malloc(sizeof(float) * (size_t)(T * S));
+    for (int64_t i = 0; i < T * nbl; i++) bl[i] = (int32_t)(i % nbl);
+    ltk_exec cpu = {LTK_BACKEND_CPU, LTK_ALGO_FUSED, NULL, NULL, 0, 2, NULL};
+    ltk_indexer_args x;
+    memset(&x, 0, sizeof x);
+    x.T = T, x.S = S, x.H = H, x.D = D, x.k = k, x.dtype = LTK_DTYPE_E4M3, x.q = q, x.kv = kv, x.kv_scale = sc, x.weights = w;
+    x.ks = ks, x.ke = ke, x.out_idx = o1, x.out_scores = s1;
+    CHECK(ltk_indexer_topk(&x, &cpu) == LTK_OK, "cpu indexer: %s", ltk_last_error());
+    ltk_blocks_args ba;
+    memset(&ba, 0, sizeof ba);
+    ba.ix = x, ba.ix.out_idx = o2, ba.ix.out_scores = s2;
+    ba.block_size = b, ba.block_k = bk, ba.out_blocks = ob, ba.out_block_scores = obs;
+    CHECK(ltk_blocks_topk(&ba, &cpu) == LTK_OK, "cpu blocks: %s", ltk_last_error());
+    ltk_candidates_args ca;
+    memset(&ca, 0, sizeof ca);
+    ca.ix = x, ca.ix.out_idx = o3, ca.ix.out_scores = s3;
+    ca.block_size = b, ca.n_blocks = nbl, ca.blocks = bl;
+    CHECK(ltk_candidates_topk(&ca, &cpu) == LTK_OK, "cpu candidates: %s", ltk_last_error());
+    int same = 1;
+    for (int64_t i = 0; i < T * k; i++)
+        same &= o1[i] == o2[i] && o1[i] == o3[i] && t_same_f32(s1[i], s2[i]) && t_same_f32(s1[i], s3[i]);
+    CHECK(same, "cpu e4m3: blocks' top-k or the all-blocks consumer != the indexer");
+    /* every score of each row (the indexer with k = the row), then the block maxima ranked here */
+    ltk_indexer_args y = x;
+    y.k = (int32_t)S, y.out_idx = all, y.out_scores = alls, y.flags = LTK_FLAG_ABSOLUTE;
+    CHECK(ltk_indexer_topk(&y, &cpu) == LTK_OK, "cpu indexer, every key: %s", ltk_last_error());
+    ent *blk = malloc(sizeof(ent) * (size_t)nbl);
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t j0 = ks[t] / b, nb = (ke[t] - 1) / b - j0 + 1;
+        for (int64_t i = 0; i < nb; i++) blk[i].s = NAN, blk[i].i = j0 + i;
+        for (int64_t j = 0; j < ke[t] - ks[t]; j++) {
+            ent *e = &blk[all[t * S + j] / b - j0];
+            const double v = alls[t * S + j];
+            if (!isnan(v) && (isnan(e->s) || v > e->s)) e->s = v;
+        }
+        qsort(blk, (size_t)nb, sizeof *blk, ent_cmp);
+        int ok = 1;
+        for (int32_t j = 0; j < bk && ok; j++) ok = ob[t * bk + j] == (j < nb ? (int32_t)blk[j].i : -1) && (j >= nb || t_same_f32(obs[t * bk + j], (float)blk[j].s));
+        CHECK(ok, "cpu e4m3 blocks, row %lld: not the ranked maxima of the indexer's scores", (long long)t);
+    }
+    free(blk), free(q), free(kv), free(w), free(sc), free(o1), free(o2), free(o3), free(ob), free(bl), free(all);
+    free(s1), free(s2), free(s3), free(obs), free(alls);
 }
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -332,11 +420,26 @@ static void test_bad_args(void) {
     BAD_C(ix.k, 0, LTK_EINVAL);
     BAD_C(ix.out_idx, NULL, LTK_EINVAL);
     BAD_C(ix.flags, LTK_FLAG_PIN_NEWEST, LTK_EINVAL); /* a blocks-only flag */
-    /* backends without the operations say so */
-    ltk_exec cpu = ref_exec;
-    cpu.backend = LTK_BACKEND_CPU;
-    CHECK(ltk_blocks_topk(&a, &cpu) == LTK_EUNSUPPORTED, "blocks on the CPU backend: not LTK_EUNSUPPORTED");
-    CHECK(ltk_candidates_topk(&c, &cpu) == LTK_EUNSUPPORTED, "candidates on the CPU backend: not LTK_EUNSUPPORTED");
+    /* a backend without the operations says so (CUDA, where it is built and a device answers) */
+    if (ltk_backend_available(LTK_BACKEND_CUDA)) {
+        ltk_exec cu = ref_exec;
+        cu.backend = LTK_BACKEND_CUDA;
+        CHECK(ltk_blocks_topk(&a, &cu) == LTK_EUNSUPPORTED, "blocks on the CUDA backend: not LTK_EUNSUPPORTED");
+        CHECK(ltk_candidates_topk(&c, &cu) == LTK_EUNSUPPORTED, "candidates on the CUDA backend: not LTK_EUNSUPPORTED");
+    }
+    /* the CPU's workspace: the size query, a caller's buffer, one byte short refused */
+    {
+        ltk_exec cpu = ref_exec;
+        cpu.backend = LTK_BACKEND_CPU;
+        size_t need = 0;
+        CHECK(ltk_blocks_workspace_size(&a, &cpu, &need) == LTK_OK && need > 0, "cpu blocks workspace: %s", ltk_last_error());
+        void *ws = malloc(need);
+        cpu.workspace = ws, cpu.workspace_bytes = need;
+        CHECK(ltk_blocks_topk(&a, &cpu) == LTK_OK, "cpu blocks with a workspace: %s", ltk_last_error());
+        cpu.workspace_bytes = need - 1;
+        CHECK(ltk_blocks_topk(&a, &cpu) == LTK_EWORKSPACE, "cpu blocks: a short workspace accepted");
+        free(ws);
+    }
     size_t bytes = 1;
     CHECK(ltk_blocks_workspace_size(&a, &ref_exec, &bytes) == LTK_OK && bytes == 0, "blocks workspace on ref");
     CHECK(ltk_candidates_workspace_size(&c, &ref_exec, NULL) == LTK_EINVAL, "candidates workspace: NULL bytes accepted");
@@ -345,6 +448,7 @@ static void test_bad_args(void) {
 
 int main(int argc, char **argv) {
     static const t_test tests[] = {T_ENTRY(test_blocks_vs_brute), T_ENTRY(test_candidates_vs_brute),
-                                   T_ENTRY(test_candidates_all_blocks_is_indexer), T_ENTRY(test_bad_args)};
+                                   T_ENTRY(test_candidates_all_blocks_is_indexer), T_ENTRY(test_cpu_e4m3_is_indexer),
+                                   T_ENTRY(test_bad_args)};
     return T_RUN_ALL(tests);
 }

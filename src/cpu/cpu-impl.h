@@ -171,6 +171,10 @@ ltk_status ltkc_indexer_ws(const ltk_indexer_args *a, const ltk_exec *e, size_t 
 ltk_status ltkc_indexer(const ltk_indexer_args *a, const ltk_exec *e, void *ws, size_t wsb);
 ltk_status ltkc_decode_ws(const ltk_decode_args *a, const ltk_exec *e, size_t *bytes);
 ltk_status ltkc_decode(const ltk_decode_args *a, const ltk_exec *e, void *ws, size_t wsb);
+ltk_status ltkc_blocks_ws(const ltk_blocks_args *a, const ltk_exec *e, size_t *bytes);
+ltk_status ltkc_blocks(const ltk_blocks_args *a, const ltk_exec *e, void *ws, size_t wsb);
+ltk_status ltkc_candidates_ws(const ltk_candidates_args *a, const ltk_exec *e, size_t *bytes);
+ltk_status ltkc_candidates(const ltk_candidates_args *a, const ltk_exec *e, void *ws, size_t wsb);
 
 /* Rank of the predicted start in an unbiased sample of n of N keys (row.c; see docs/design.md). */
 int64_t ltkc_pred_rank(int64_t n, int64_t k, int64_t N);

@@ -73,8 +73,8 @@ const ltk_backend_i ltk_backend_cpu = {
     /* .decode            = */ ltkc_decode,
     /* .ws_alloc          = */ NULL,
     /* .ws_free           = */ NULL,
-    /* .blocks_workspace  = */ NULL,
-    /* .blocks            = */ NULL,
-    /* .candidates_ws     = */ NULL,
-    /* .candidates        = */ NULL,
+    /* .blocks_workspace  = */ ltkc_blocks_ws,
+    /* .blocks            = */ ltkc_blocks,
+    /* .candidates_ws     = */ ltkc_candidates_ws,
+    /* .candidates        = */ ltkc_candidates,
 };
