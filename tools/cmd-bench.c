@@ -8,7 +8,7 @@
 #include "commands.h"
 
 static const char bench_usage[] =
-    "bench dsa|knn|select|decode [shape options] [--backend auto|cpu|cuda|ref] [--algos fused,materialize,score_only]\n"
+    "bench dsa|knn|select|decode|blocks [shape options] [--backend auto|cpu|cuda|ref] [--algos fused,materialize,score_only]\n"
     "                      [--reps N] [--json FILE]";
 static const char bench_about[] =
     "Runs the fused path and the materialize(+select) path of one backend on the same generated inputs,\n"
@@ -21,6 +21,8 @@ static const char bench_about[] =
     "                on CUDA also the device copy rate and each time over one read of the corpus\n"
     "  bench select  top-k of a given score matrix (--dist dsa|normal|offset|ties)\n"
     "  bench decode  one decode step of B requests over a paged FP8 cache (next_n rows a request)\n"
+    "  bench blocks  DeepSeek-V4.1's candidate indexer: block publication, the listed blocks' top-k, and the\n"
+    "                plain indexer beside them\n"
     "Run 'litetopk bench <op> --help' for the options of one operation.";
 
 int cmd_bench(int argc, char **argv) {
@@ -32,5 +34,6 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(argv[2], "knn")) return bench_knn_main(argc, argv);
     if (!strcmp(argv[2], "select")) return bench_select_main(argc, argv);
     if (!strcmp(argv[2], "decode")) return bench_decode_main(argc, argv);
-    return cli_usage_error("bench", "unknown operation '%s' (dsa, knn, select, decode)", argv[2]);
+    if (!strcmp(argv[2], "blocks")) return bench_blocks_main(argc, argv);
+    return cli_usage_error("bench", "unknown operation '%s' (dsa, knn, select, decode, blocks)", argv[2]);
 }
