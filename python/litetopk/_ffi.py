@@ -164,6 +164,27 @@ class ltk_indexer_args(ctypes.Structure):
     ]
 
 
+class ltk_blocks_args(ctypes.Structure):
+    _fields_ = [
+        ("ix", ltk_indexer_args),
+        ("block_size", ctypes.c_int32),
+        ("block_k", ctypes.c_int32),
+        ("out_blocks", ctypes.c_void_p),
+        ("out_block_scores", ctypes.c_void_p),
+        ("blocks_stride", ctypes.c_int64),
+    ]
+
+
+class ltk_candidates_args(ctypes.Structure):
+    _fields_ = [
+        ("ix", ltk_indexer_args),
+        ("block_size", ctypes.c_int32),
+        ("n_blocks", ctypes.c_int32),
+        ("blocks", ctypes.c_void_p),
+        ("blocks_stride", ctypes.c_int64),
+    ]
+
+
 PREFILL_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
                                     ctypes.c_int64, ctypes.c_void_p)
 
@@ -333,6 +354,10 @@ def _declare(lib):
         "ltk_prefill_run": (st, [P, P]),
         "ltk_decode_workspace_size": (st, [P, P, ctypes.POINTER(ctypes.c_size_t)]),
         "ltk_decode_topk": (st, [P, P]),
+        "ltk_blocks_workspace_size": (st, [P, P, ctypes.POINTER(ctypes.c_size_t)]),
+        "ltk_blocks_topk": (st, [P, P]),
+        "ltk_candidates_workspace_size": (st, [P, P, ctypes.POINTER(ctypes.c_size_t)]),
+        "ltk_candidates_topk": (st, [P, P]),
     }
     for name, (res, args) in list(sig.items()) + list(optional.items()):
         try:

@@ -15,7 +15,7 @@ from ._arrays import (Arr, _devstr, check_out, empty, float_code, require_dtype,
 
 _INDEXER_DTYPES = (_ffi.DTYPE_E4M3, _ffi.DTYPE_BF16, _ffi.DTYPE_F32)
 _SCORE_DTYPES = (_ffi.DTYPE_F32, _ffi.DTYPE_F16, _ffi.DTYPE_BF16)
-_MAX_K = {"indexer": _ffi.INDEXER_MAX_K, "knn": _ffi.KNN_MAX_K, "select": _ffi.SELECT_MAX_K}
+_MAX_K = {"indexer": _ffi.INDEXER_MAX_K, "knn": _ffi.KNN_MAX_K, "select": _ffi.SELECT_MAX_K, "blocks": _ffi.BLOCKS_MAX_K}
 
 
 # ---- statistics ------------------------------------------------------------------------------------
@@ -494,6 +494,89 @@ def indexer_topk(q, kv, kv_scale, weights, ks, ke, topk, *, relative=True, sorte
             ("q", "kv", "kv_scale", "weights", "ks", "ke", "out_idx", "out_scores", None), allocs,
             (6, 7) if sca is not None else (6,), ws_slot=8, ranges=ranges,
             state_field="state" if state is not None else None))
+    if sca is not None:
+        return ia.obj, sca.obj
+    return ia.obj
+
+
+# ---- DeepSeek-V4.1's candidate indexer -------------------------------------------------------------
+def _block_list(blocks, rows, ctx):
+    ba = wrap(blocks, "blocks", ndim=2)
+    require_dtype(ba, "int32")
+    if ba.shape[0] != rows:
+        raise ValueError(f"blocks: expected {rows} rows, got {ba.shape}")
+    if not 1 <= ba.shape[1] <= _ffi.BLOCKS_MAX_K:
+        raise ValueError(f"blocks: 1..{_ffi.BLOCKS_MAX_K} ids a row, got {ba.shape[1]}")
+    _inner_contig(ba, (1,))
+    if ba.device != ctx.device:
+        raise ValueError(f"blocks is on {_devstr(ba.device)}, the inputs on {_devstr(ctx.device)}")
+    return ba
+
+
+def blocks_topk(q, kv, kv_scale, weights, ks, ke, n_blocks, *, block_size=8, pin_newest=True, by_index=True,
+                topk=0, relative=True, sorted=True, return_scores=False, backend="auto", algo="fused", workspace=None,
+                stats=None, dtype=None, num_threads=0, stream=None):
+    """DeepSeek-V4.1's block publication (the source layer): for each query row, the exact top
+    ``n_blocks`` blocks of ``block_size`` consecutive keys, ranked by the block's largest indexer
+    score inside the row's range ``[ks, ke)`` (ties by the lower block id, NaN last).
+
+    Inputs as :func:`indexer_topk`. ``pin_newest``: the block holding key ``ke - 1``, when partial,
+    ranks first with score +inf (SGLang and vLLM force it). ``by_index``: ids ascending (SGLang's
+    block table), else by rank. A row with at most ``n_blocks`` blocks returns them all, ascending.
+    ``topk > 0`` also returns the row's ordinary top-k from the same scores (``relative``,
+    ``sorted`` as in :func:`indexer_topk`).
+
+    Returns ``blocks`` (int32 ``[T, n_blocks]``, absolute block ids ``s // block_size``, -1
+    padding), then ``block_scores`` with ``return_scores``, then ``indices`` (and ``scores``) of
+    the ordinary top-k when ``topk > 0``. Backends: ref and cpu (CUDA: not yet).
+    """
+    a, ctx, ia, sca, keep = _indexer_prepare(q, kv, kv_scale, weights, ks, ke, topk if topk > 0 else 1, relative,
+                                             sorted, return_scores and topk > 0, None, None, backend, algo, dtype,
+                                             num_threads, stream)
+    T = a.T
+    nb = _check_k(n_blocks, "blocks")
+    bo, bs = _outputs2((None, None), ("out blocks", "out block scores"),
+                       ((T, nb), (T, nb) if return_scores else None), ("int32", "float32"), ctx, T, nb)
+    b = _ffi.ltk_blocks_args()
+    b.ix = a
+    if topk <= 0:
+        b.ix.k, b.ix.out_idx, b.ix.out_scores, b.ix.out_stride = 0, None, None, 0
+    b.ix.flags = (_flags(sorted, relative) | (_ffi.FLAG_PIN_NEWEST if pin_newest else 0)
+                  | (_ffi.FLAG_BY_INDEX if by_index else 0))
+    b.block_size, b.block_k = int(block_size), nb
+    b.out_blocks = bo.ptr or None
+    b.out_block_scores = bs.ptr if bs is not None else None
+    b.blocks_stride = _row_stride(bo, bs)
+    _run("blocks_topk", ctx, _ffi.entry("ltk_blocks_topk"), _ffi.entry("ltk_blocks_workspace_size"), b, T,
+         workspace, stats)
+    del keep
+    res = [bo.obj] + ([bs.obj] if bs is not None else [])
+    if topk > 0:
+        res += [ia.obj] + ([sca.obj] if sca is not None else [])
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+def candidates_topk(q, kv, kv_scale, weights, ks, ke, blocks, topk, *, block_size=8, relative=True, sorted=False,
+                    by_index=False, return_scores=False, out=None, backend="auto", algo="fused", workspace=None,
+                    stats=None, dtype=None, num_threads=0, stream=None):
+    """DeepSeek-V4.1's consumer layers: the exact top-k among the keys of each row's listed blocks.
+
+    Inputs as :func:`indexer_topk`, plus ``blocks`` (int32 ``[T, n]``, block ids of ``block_size``
+    keys, any order; repeats count once; -1 and ids outside the keys list nothing). Only a listed
+    block's keys inside ``[ks, ke)`` are candidates. Returns what :func:`indexer_topk` returns
+    (``by_index``: ascending keys). Backends: ref and cpu (CUDA: not yet).
+    """
+    a, ctx, ia, sca, keep = _indexer_prepare(q, kv, kv_scale, weights, ks, ke, topk, relative, sorted,
+                                             return_scores, None, out, backend, algo, dtype, num_threads, stream)
+    ba = _block_list(blocks, a.T, ctx)
+    c = _ffi.ltk_candidates_args()
+    c.ix = a
+    c.ix.flags |= _ffi.FLAG_BY_INDEX if by_index else 0
+    c.block_size, c.n_blocks = int(block_size), ba.shape[1]
+    c.blocks, c.blocks_stride = ba.ptr or None, ba.stride(0)
+    _run("candidates_topk", ctx, _ffi.entry("ltk_candidates_topk"), _ffi.entry("ltk_candidates_workspace_size"), c,
+         a.T, workspace, stats)
+    del keep
     if sca is not None:
         return ia.obj, sca.obj
     return ia.obj
