@@ -108,6 +108,27 @@ static int64_t best_of(const cand_plan *p, cand_thr *x, const float *row, int64_
     return m;
 }
 
+/* Every row of the call through row_fn, a thread a row, each thread on its slice of ws. */
+typedef void (*cand_row_fn)(const void *args, const cand_plan *p, cand_thr *x, int64_t t);
+static ltk_status run_rows(const cand_plan *p, const void *args, int64_t T, cand_row_fn row_fn, const ltk_exec *e,
+                           void *ws, size_t wsb, const char *what) {
+    LTK_RETURN_IF(wsb < p->slice * (size_t)p->nth || !ws, LTK_EWORKSPACE, "cpu %s: workspace %zu < %zu", what, wsb,
+                  p->slice * (size_t)p->nth);
+#pragma omp parallel num_threads(p->nth)
+    {
+        ltkc_ws w = {(char *)ws + (size_t)omp_get_thread_num() * p->slice, 0};
+        cand_thr x;
+        carve(p, &w, &x);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < T; t++) row_fn(args, p, &x, t);
+    }
+    if (e->stats) {
+        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
+        e->stats->rows = T;
+    }
+    return LTK_OK;
+}
+
 /* ---- ltk_blocks_topk -------------------------------------------------------------------------- */
 static cand_plan blocks_plan(const ltk_blocks_args *a, const ltk_exec *e) {
     const int64_t n = longest_row(&a->ix);
@@ -121,7 +142,8 @@ ltk_status ltkc_blocks_ws(const ltk_blocks_args *a, const ltk_exec *e, size_t *b
     return LTK_OK;
 }
 
-static void blocks_row(const ltk_blocks_args *ba, const cand_plan *p, cand_thr *x, int64_t t) {
+static void blocks_row(const void *args, const cand_plan *p, cand_thr *x, int64_t t) {
+    const ltk_blocks_args *ba = args;
     const ltk_indexer_args *a = &ba->ix;
     const int64_t b = ba->block_size, lo = row_lo(a, t), hi = row_hi(a, t), n = hi - lo;
     const int64_t base = (a->flags & LTK_FLAG_ABSOLUTE) ? 0 : lo, j0 = lo / b, nb = n > 0 ? (hi - 1) / b - j0 + 1 : 0;
@@ -177,21 +199,7 @@ static void blocks_row(const ltk_blocks_args *ba, const cand_plan *p, cand_thr *
 
 ltk_status ltkc_blocks(const ltk_blocks_args *a, const ltk_exec *e, void *ws, size_t wsb) {
     const cand_plan p = blocks_plan(a, e);
-    LTK_RETURN_IF(wsb < p.slice * (size_t)p.nth || !ws, LTK_EWORKSPACE, "cpu blocks: workspace %zu < %zu", wsb,
-                  p.slice * (size_t)p.nth);
-#pragma omp parallel num_threads(p.nth)
-    {
-        ltkc_ws w = {(char *)ws + (size_t)omp_get_thread_num() * p.slice, 0};
-        cand_thr x;
-        carve(&p, &w, &x);
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < a->ix.T; t++) blocks_row(a, &p, &x, t);
-    }
-    if (e->stats) {
-        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
-        e->stats->rows = a->ix.T;
-    }
-    return LTK_OK;
+    return run_rows(&p, a, a->ix.T, blocks_row, e, ws, wsb, "blocks");
 }
 
 /* ---- ltk_candidates_topk ---------------------------------------------------------------------- */
@@ -211,7 +219,8 @@ static int cmp_i64(const void *pa, const void *pb) {
     return (x > y) - (x < y);
 }
 
-static void candidates_row(const ltk_candidates_args *ca, const cand_plan *p, cand_thr *x, int64_t t) {
+static void candidates_row(const void *args, const cand_plan *p, cand_thr *x, int64_t t) {
+    const ltk_candidates_args *ca = args;
     const ltk_indexer_args *a = &ca->ix;
     const int64_t b = ca->block_size, lo = row_lo(a, t), hi = row_hi(a, t), nbk = (a->S + b - 1) / b;
     const int64_t base = (a->flags & LTK_FLAG_ABSOLUTE) ? 0 : lo;
@@ -247,19 +256,5 @@ static void candidates_row(const ltk_candidates_args *ca, const cand_plan *p, ca
 
 ltk_status ltkc_candidates(const ltk_candidates_args *a, const ltk_exec *e, void *ws, size_t wsb) {
     const cand_plan p = candidates_plan(a, e);
-    LTK_RETURN_IF(wsb < p.slice * (size_t)p.nth || !ws, LTK_EWORKSPACE, "cpu candidates: workspace %zu < %zu", wsb,
-                  p.slice * (size_t)p.nth);
-#pragma omp parallel num_threads(p.nth)
-    {
-        ltkc_ws w = {(char *)ws + (size_t)omp_get_thread_num() * p.slice, 0};
-        cand_thr x;
-        carve(&p, &w, &x);
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < a->ix.T; t++) candidates_row(a, &p, &x, t);
-    }
-    if (e->stats) {
-        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
-        e->stats->rows = a->ix.T;
-    }
-    return LTK_OK;
+    return run_rows(&p, a, a->ix.T, candidates_row, e, ws, wsb, "candidates");
 }
