@@ -420,6 +420,17 @@ static void test_bad_args(void) {
     BAD_C(ix.k, 0, LTK_EINVAL);
     BAD_C(ix.out_idx, NULL, LTK_EINVAL);
     BAD_C(ix.flags, LTK_FLAG_PIN_NEWEST, LTK_EINVAL); /* a blocks-only flag */
+    /* no rows: nothing to do, on both host backends */
+    for (int i = 0; i < 2; i++) {
+        ltk_exec ex = ref_exec;
+        ex.backend = host_backends[i];
+        ltk_blocks_args b0 = a;
+        b0.ix.T = 0;
+        ltk_candidates_args c0 = c;
+        c0.ix.T = 0;
+        CHECK(ltk_blocks_topk(&b0, &ex) == LTK_OK && ltk_candidates_topk(&c0, &ex) == LTK_OK, "T = 0 on %s: %s",
+              ltk_backend_name(ex.backend), ltk_last_error());
+    }
     /* a backend without the operations says so (CUDA, where it is built and a device answers) */
     if (ltk_backend_available(LTK_BACKEND_CUDA)) {
         ltk_exec cu = ref_exec;
