@@ -500,6 +500,83 @@ static void fuzz_knn(fz *f) {
 }
 
 /* ---- indexer ------------------------------------------------------------------------------ */
+/* The candidate indexer on the indexer call's inputs (ltk_blocks_topk, ltk_candidates_topk): block
+ * sizes, counts and lists fuzzed (ids anywhere in int32), flags of either operation. Whatever the
+ * status: a message on error, no byte written outside the outputs, and on success every index inside
+ * its row's range (the blocks' ids inside the row's blocks), no duplicate, the padding exact. */
+static void fuzz_candidates(fz *f, const ltk_indexer_args *ix, int64_t n_out) {
+    static const int64_t sp_b[] = {0, -1, 1, LTK_BLOCK_MAX_SIZE, LTK_BLOCK_MAX_SIZE + 1};
+    static const int64_t sp_n[] = {0, -1, 1, LTK_BLOCKS_MAX_K, LTK_BLOCKS_MAX_K + 1};
+    const char *op = "candidates";
+    const int32_t b = (int32_t)fz_dim(f, 1, 16, sp_b, 5), nb = (int32_t)fz_dim(f, 1, 24, sp_n, 5);
+    const int64_t T = ix->T >= 0 && ix->T <= CAP_ELEMS ? ix->T : -1;
+    const int64_t bstride = fz_stride(f, nb), n_bl = T >= 0 && nb > 0 ? span(T, nb, bstride) : -1;
+    const int64_t bst = bstride ? bstride : nb; /* (0: packed) */
+    int32_t *bl = alloc_exact(n_bl, 4);
+    const int64_t nbk = ix->S > 0 && b > 0 ? (ix->S + b - 1) / b : 1;
+    for (int64_t i = 0; bl && i < n_bl; i++)
+        bl[i] = fz_u8(f) % 8 == 0 ? (int32_t)fz_u32(f) : (int32_t)(fz_u32(f) % (uint32_t)(nbk + 2)) - 1;
+    ltk_exec e = {0};
+    e.backend = fz_u8(f) % 2 ? LTK_BACKEND_REF : LTK_BACKEND_CPU;
+    const uint32_t flags = fz_bad(f) ? (uint32_t)fz_u8(f) : (uint32_t)(fz_u8(f) % 32) & ~LTK_FLAG_PHYSICAL;
+    /* the consumer: ix's outputs as allocated by the caller's fuzz (n_out) */
+    ltk_candidates_args c;
+    memset(&c, 0, sizeof c);
+    c.ix = *ix, c.ix.state = NULL, c.ix.flags = flags & ~LTK_FLAG_PIN_NEWEST;
+    int32_t *oi = alloc_out(n_out, 4);
+    c.ix.out_idx = ix->out_idx ? oi : NULL, c.ix.out_scores = NULL;
+    c.block_size = b, c.n_blocks = nb, c.blocks = fz_bad(f) && fz_u8(f) % 4 == 0 ? NULL : bl, c.blocks_stride = bstride;
+    snprintf(call_desc, sizeof call_desc, "candidates T=%lld S=%lld k=%d b=%d n_blocks=%d stride=%lld flags=0x%x on %s",
+             (long long)ix->T, (long long)ix->S, ix->k, b, nb, (long long)bstride, c.ix.flags, ltk_backend_name(e.backend));
+    ltk_status st = ltk_candidates_topk(&c, &e);
+    if (st != LTK_OK && !ltk_last_error()[0]) die(op, "error without a message");
+    const int64_t ostride = c.ix.out_stride ? c.ix.out_stride : c.ix.k;
+    check_untouched(op, oi, ix->T, ix->k, ostride, n_out, 4);
+    if (st == LTK_OK && oi && ix->S <= CAP_ELEMS) {
+        int64_t *row = malloc(sizeof(int64_t) * (size_t)(ix->k > 0 ? ix->k : 1));
+        for (int64_t t = 0; t < ix->T; t++) {
+            const int64_t lo = ix->ks ? ix->ks[t] : 0, hi = ix->ke ? ix->ke[t] : ix->S;
+            const int64_t base = (c.ix.flags & LTK_FLAG_ABSOLUTE) ? 0 : lo;
+            int64_t n = 0; /* the listed keys inside the row, once each */
+            for (int64_t s = lo; s < hi; s++) {
+                int in = 0;
+                for (int32_t i = 0; i < nb && !in; i++) in = bl[t * bst + i] >= 0 && bl[t * bst + i] == s / b;
+                n += in;
+            }
+            for (int32_t j = 0; j < ix->k; j++) row[j] = oi[t * ostride + j];
+            check_row_indices(op, row, ix->k, n, base, lo, hi);
+        }
+        free(row);
+    }
+    free(oi);
+    /* the publication: blocks only, into a fresh buffer */
+    op = "blocks";
+    const int32_t bk = (int32_t)fz_dim(f, 1, 24, sp_n, 5);
+    const int64_t ostr = fz_stride(f, bk), n_ob = T >= 0 && bk > 0 ? span(T, bk, ostr) : -1;
+    int32_t *ob = alloc_out(n_ob, 4);
+    ltk_blocks_args pa;
+    memset(&pa, 0, sizeof pa);
+    pa.ix = *ix, pa.ix.state = NULL, pa.ix.k = 0, pa.ix.out_idx = NULL, pa.ix.out_scores = NULL, pa.ix.out_stride = 0;
+    pa.ix.flags = flags;
+    pa.block_size = b, pa.block_k = bk, pa.out_blocks = ob, pa.blocks_stride = ostr;
+    snprintf(call_desc, sizeof call_desc, "blocks T=%lld S=%lld b=%d block_k=%d stride=%lld flags=0x%x on %s",
+             (long long)ix->T, (long long)ix->S, b, bk, (long long)ostr, pa.ix.flags, ltk_backend_name(e.backend));
+    st = ltk_blocks_topk(&pa, &e);
+    if (st != LTK_OK && !ltk_last_error()[0]) die(op, "error without a message");
+    check_untouched(op, ob, ix->T, bk, ostr ? ostr : bk, n_ob, 4);
+    if (st == LTK_OK && ob) {
+        int64_t *row = malloc(sizeof(int64_t) * (size_t)bk);
+        for (int64_t t = 0; t < ix->T; t++) {
+            const int64_t lo = ix->ks ? ix->ks[t] : 0, hi = ix->ke ? ix->ke[t] : ix->S;
+            const int64_t j0 = lo / b, nblk = hi > lo ? (hi - 1) / b - j0 + 1 : 0;
+            for (int32_t j = 0; j < bk; j++) row[j] = ob[t * (ostr ? ostr : bk) + j];
+            check_row_indices(op, row, bk, nblk, 0, j0, j0 + nblk);
+        }
+        free(row);
+    }
+    free(ob), free(bl);
+}
+
 static void fuzz_indexer(fz *f) {
     static const int64_t sp_t[] = {-1, 0, 1, (int64_t)INT32_MAX + 1, 3000000};
     static const int64_t sp_s[] = {-1, 0, 1, INT32_MAX, (int64_t)INT32_MAX + 1};
@@ -625,6 +702,7 @@ static void fuzz_indexer(fz *f) {
     ltk_indexer_state_free(state);
     free(ws);
     fz_exec_free(&x);
+    fuzz_candidates(f, &a, n_out);
     free(q), free(kv), free(kv_scale), free(w), free(ks), free(ke), free(out_idx), free(out_scores);
 }
 
