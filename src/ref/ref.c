@@ -109,6 +109,17 @@ static double ref_score(const ltk_indexer_args *a, const double *q, int64_t t, i
     return acc * (a->kv_scale ? (double)a->kv_scale[s] : 1.0);
 }
 
+/* The longest visible range of the indexer's rows (at least 1): one row buffer of it, not of S (S may
+ * be 2^31 for rows that see a few keys). */
+static int64_t ref_longest(const ltk_indexer_args *a) {
+    int64_t maxlen = 1;
+    for (int64_t t = 0; t < a->T; t++) {
+        const int64_t len = (a->ke ? a->ke[t] : a->S) - (a->ks ? a->ks[t] : 0);
+        if (len > maxlen) maxlen = len;
+    }
+    return maxlen;
+}
+
 static int ref_available(void) { return 1; }
 
 /* The oracle allocates what it needs itself: it is never on a hot path. */
@@ -134,12 +145,7 @@ static ltk_status ref_indexer_exact(const ltk_indexer_args *a, const ltk_exec *e
     (void)wsb;
     int64_t T = a->T, S = a->S;
     int H = a->H, D = a->D, k = a->k;
-    /* One row buffer of the longest visible range (not S: S may be 2^31 for rows that see a few keys). */
-    int64_t maxlen = 1;
-    for (int64_t t = 0; t < T; t++) {
-        int64_t len = (a->ke ? a->ke[t] : S) - (a->ks ? a->ks[t] : 0);
-        if (len > maxlen) maxlen = len;
-    }
+    const int64_t maxlen = ref_longest(a);
     double *q = malloc(sizeof(double) * (size_t)H * (size_t)D);
     scored *row = malloc(sizeof(scored) * (size_t)maxlen);
     if (!q || !row) {
@@ -196,11 +202,7 @@ static ltk_status ref_blocks_exact(const ltk_blocks_args *ba, const ltk_exec *e)
     const ltk_indexer_args *a = &ba->ix;
     const int64_t T = a->T, S = a->S, b = ba->block_size;
     const int by = (a->flags & LTK_FLAG_BY_INDEX) != 0, loose = (a->flags & (LTK_FLAG_UNSORTED | LTK_FLAG_BY_INDEX)) != 0;
-    int64_t maxlen = 1;
-    for (int64_t t = 0; t < T; t++) {
-        int64_t len = (a->ke ? a->ke[t] : S) - (a->ks ? a->ks[t] : 0);
-        if (len > maxlen) maxlen = len;
-    }
+    const int64_t maxlen = ref_longest(a);
     double *q = malloc(sizeof(double) * (size_t)a->H * (size_t)a->D);
     scored *row = malloc(sizeof(scored) * (size_t)maxlen), *blk = malloc(sizeof(scored) * (size_t)(maxlen / b + 2));
     if (!q || !row || !blk) {
