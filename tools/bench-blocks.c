@@ -2,7 +2,9 @@
  * of an S-key causal context, one call): the source layer's publication (ltk_blocks_topk: the top
  * --blocks blocks of --b keys a row, the newest partial block pinned, ids ascending as SGLang's block
  * table), the consumer layers' scoring of those lists (ltk_candidates_topk, top -k), and the plain
- * indexer top-k (ltk_indexer_topk) on the same inputs beside them, in one process. */
+ * indexer top-k (ltk_indexer_topk) on the same inputs beside them, in one process. The consumer's
+ * line reads against two floors: its listed keys read once (T * blocks * b rows of D + 4 bytes) at
+ * the copy rate, and its FLOPs at the sustained FP8 GEMM rate, both measured in the process. */
 #include <stdio.h>
 #include <string.h>
 
@@ -122,6 +124,11 @@ int bench_blocks_main(int argc, char **argv) {
             op.run_alloc = bench_call_run_alloc, op.fetch = bench_call_fetch, op.teardown = bench_call_teardown;
             op.json_shape = blocks_json, op.rows = T, op.k = kk, op.idx_size = 4;
             op.flops = 2.0 * (double)H * (double)D * (i == 1 ? (double)T * (double)nblk * (double)bs : in.host.visible);
+            if (i == 1) { /* the consumer's floors: its listed keys read once (a key row and its scale
+                           * each), and its FLOPs at the sustained FP8 GEMM rate, both measured here */
+                op.floor_bytes = (double)T * (double)nblk * (double)bs * ((double)D * (double)ltk_dtype_size(dtype) + 4.0);
+                op.fp8_ceiling = dtype == LTK_DTYPE_E4M3;
+            }
             snprintf(op.shape, sizeof op.shape, "%s T=%lld S=%lld H=%lld D=%lld k=%lld b=%lld blocks=%lld", names[i],
                      (long long)T, (long long)S, (long long)H, (long long)D, (long long)k, (long long)bs, (long long)nblk);
             if (bench_all(&env, &op) != CLI_EXIT_OK) exit_code = CLI_EXIT_FAIL;

@@ -277,8 +277,8 @@ extern "C" const ltk_backend_i ltk_backend_cuda = {
     /* .decode            = */ ltk_cuda_decode,
     /* .ws_alloc          = */ cuda_ws_alloc,
     /* .ws_free           = */ cuda_ws_free,
-    /* .blocks_workspace  = */ NULL,
-    /* .blocks            = */ NULL,
-    /* .candidates_ws     = */ NULL,
-    /* .candidates        = */ NULL,
+    /* .blocks_workspace  = */ ltk_cuda_blocks_workspace,
+    /* .blocks            = */ ltk_cuda_blocks,
+    /* .candidates_ws     = */ ltk_cuda_candidates_workspace,
+    /* .candidates        = */ ltk_cuda_candidates,
 };

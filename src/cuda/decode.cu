@@ -82,8 +82,8 @@ static ltk_status dec_make(const ltk_decode_args *d, const ltk_exec *e, int sizi
     a->out_stride = d->out_stride;
     a->flags = d->flags & ~LTK_FLAG_PHYSICAL;
     a->state = NULL;
-    const ltk_paged_src pg = {d->kv_cache, d->num_blocks, d->block_stride, d->block_table,
-                              d->bt_stride, d->block_kv, d->max_blocks, d->next_n};
+    const ltk_paged_src pg = {d->kv_cache, d->num_blocks, d->block_stride, d->block_table, d->bt_stride,
+                              d->block_kv, d->max_blocks, d->next_n, 0, NULL, 0, 0};
     p->pg = pg;
     /* An empty cache (num_blocks 0, kv_cache may be NULL) is still a paged source: the kernels tell
      * it from the contiguous one by a non-NULL cache, and read nothing through it (every block is

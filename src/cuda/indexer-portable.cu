@@ -65,7 +65,14 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
                     int kk = i / D, d = i % D;
                     const int32_t b = blk_s[kk];
                     const int64_t tok = (k0 + kk) % p.pg.bkv;
-                    ktile[kk * DP + d] = b >= 0 ? ltk_e4m3_f32(p.pg.cache[b * p.pg.bstride + tok * D + d]) : 0.0f;
+                    float v = 0.0f;
+                    if (b >= 0 && p.pg.contig) { /* listed blocks of the key array (any dtype) */
+                        const int64_t row = (int64_t)b * p.pg.bkv + tok;
+                        if (row < p.pg.nkeys) v = ltk_load_elem(p.pg.cache, p.dtype, row * p.pg.kv_stride + d);
+                    } else if (b >= 0) {
+                        v = ltk_e4m3_f32(p.pg.cache[b * p.pg.bstride + tok * D + d]);
+                    }
+                    ktile[kk * DP + d] = v;
                 }
             } else {
                 for (int i = threadIdx.x; i < PT_KEYS * D; i += PT_THREADS) {
@@ -92,7 +99,11 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
                 for (int w = 1; w < 8; w++) s = __fadd_rn(s, red[w * PT_KEYS + lane]);
                 if (key < hi) {
                     float scl = 1.0f;
-                    if (p.pg.cache) {
+                    if (p.pg.cache && p.pg.contig) {
+                        const int32_t b = blk_s[lane];
+                        const int64_t row = (int64_t)b * p.pg.bkv + key % p.pg.bkv;
+                        scl = b < 0 || row >= p.pg.nkeys ? __int_as_float(0x7fc00000) : p.pg.scale ? p.pg.scale[row] : 1.0f;
+                    } else if (p.pg.cache) {
                         const int32_t b = blk_s[lane];
                         scl = b >= 0 ? *(const float *)(p.pg.cache + b * p.pg.bstride + (int64_t)p.pg.bkv * D +
                                                          4 * (key % p.pg.bkv))
@@ -105,6 +116,10 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
                 const bool in = key < hi;
                 if (p.mode == LTK_SCAN_MATERIALIZE) {
                     if (in) p.logits[lr * p.ld + (key - p.col_lo)] = s;
+                } else if (p.mode == LTK_SCAN_BLOCKMAX) {
+                    /* the block's largest score in ORDER: the max of rank keys (zeroed buffer) */
+                    const uint32_t rk = in ? ltk_rank_key(s) : 0u;
+                    if (rk) atomicMax((uint32_t *)p.logits + lr * p.ld + key / p.bsz, rk);
                 } else {
                     const bool pass = in && s >= *(volatile float *)&edge_s;
                     const uint32_t m = __ballot_sync(0xffffffffu, pass);

@@ -23,6 +23,10 @@
 #include "ptx.cuh"
 
 #define SM90_BKV 256
+/* Kernel variants (template VAR): the plain scan (contiguous keys or a paged cache, every mode but
+ * block maxima), the candidate indexer's block maxima (LTK_SCAN_BLOCKMAX) and its listed blocks
+ * (ltk_paged_src.contig). */
+enum { SM90_VAR_PLAIN = 0, SM90_VAR_BLOCKMAX = 1, SM90_VAR_LISTED = 2 };
 #define SM90_MATH_WG 4
 #define SM90_THREADS (128 * (1 + SM90_MATH_WG))
 #define SM90_MATH_WARPS (4 * SM90_MATH_WG)
@@ -281,7 +285,7 @@ template <int NN> static __device__ __forceinline__ void sm90_wgmma(float *acc, 
     else ltk_wgmma_m64n32k32_e4m3(acc, da, db, kk);
 }
 
-template <int H, int NN>
+template <int H, int NN, int VAR>
 __global__ void __launch_bounds__(SM90_THREADS, 1)
     ltk_sm90_scan_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kv,
                          const __grid_constant__ CUtensorMap tm_ks, const ltk_scan_params p) {
@@ -317,7 +321,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const int warp = __shfl_sync(0xffffffffu, (int)(threadIdx.x >> 5), 0), lane = threadIdx.x & 31;
     if (threadIdx.x == 0) {
         for (int s = 0; s < cfg::NSTAGE; s++) {
-            ltk_mbar_init(&full_b[s], 1);
+            ltk_mbar_init(&full_b[s], VAR == SM90_VAR_LISTED ? 33 : 1); /* (listed: the lanes' scale copies too) */
             ltk_mbar_init(&empty_b[s], SM90_MATH_WARPS);
         }
         for (int s = 0; s < 2; s++) {
@@ -327,7 +331,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         ltk_fence_mbar_init();
         ltk_tma_prefetch_desc(&tm_q);
         ltk_tma_prefetch_desc(&tm_kv);
-        if (p.kv_scale) ltk_tma_prefetch_desc(&tm_ks);
+        if (p.kv_scale && VAR != SM90_VAR_LISTED) ltk_tma_prefetch_desc(&tm_ks); /* (listed blocks: no scale map) */
     }
     __syncthreads();
 
@@ -412,24 +416,63 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                             nxt_base = cur_base + 32;
                             nxt = sm90_pg_fetch(p, btr, nxt_base + lane, hmax); /* used a window later */
                         }
-                        if (lane == 0) {
-                            sm90_wait(&empty_b[stage], phase ^ 1u, p, 0, 1, u, it, t, stage);
-                            ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128 + SM90_BKV * 4);
-                        }
-                        for (int j = 0; j < nb; j++) {
-                            int32_t id = __shfl_sync(0xffffffffu, cur, need - cur_base + j);
-                            id = id >= 0 && id < p.pg.nblocks ? id : -1;
+                        if (VAR == SM90_VAR_LISTED) {
+                            /* Listed blocks of the key array (candidates.cu): a 2-D TMA box of the
+                             * bkv rows id * bkv for each, issued by its own lane (past the array
+                             * zero-filled), the default L2 policy, as neighbouring rows list many
+                             * of the same blocks; the scales by cp.async (lane l rows 8 l .. 8 l + 7),
+                             * each lane's copies one of the stage barrier's 1 + 32 arrivals. A box of
+                             * a block's 8 scales (32 bytes) would land off the 128-byte alignment
+                             * TMA wants of its destination. Why a lane a box, not a loop on lane 0:
+                             * the loop's boxes of 1 KB cost ~47 ns each an SM, the scan growing
+                             * linearly with their count (H200, T = 8192, 2048 blocks of 8 a row,
+                             * score only: 8.9 ms, 3.6 in blocks of 64 for the same keys); issued by
+                             * the lanes, 4.7 ms. (cp.async for the keys too, each producer waiting
+                             * on its copies, was 11.6 ms: too few bytes in flight.) */
                             if (lane == 0) {
-                                /* A paged unit reads each cache block once (its rows are one
-                                 * request's): the blocks leave L2 first, and the scores the scan
-                                 * writes for the select after it stay. (The policy is made at
-                                 * each use: a register held across the loop spilled in the
-                                 * producer's 32.) */
-                                const uint64_t pol_once = ltk_l2_evict_first();
-                                ltk_tma_load_3d_hint(kv_s + stage * (SM90_BKV * 128) + j * p.pg.bkv * 128, &tm_kv,
-                                                     &full_b[stage], 0, 0, id, pol_once);
-                                ltk_tma_load_2d_hint(kvs_s + stage * SM90_BKV + j * p.pg.bkv, &tm_ks, &full_b[stage], 0,
-                                                     id, pol_once);
+                                sm90_wait(&empty_b[stage], phase ^ 1u, p, 0, 1, u, it, t, stage);
+                                ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128);
+                            }
+                            __syncwarp();
+                            const int bsh = __ffs(p.pg.bkv) - 1, wnd = need - cur_base;
+                            int32_t id = __shfl_sync(0xffffffffu, cur, (wnd + lane) & 31);
+                            id = id >= 0 && id < p.pg.nblocks ? id : -1;
+                            if (lane < nb)
+                                ltk_tma_load_2d(kv_s + stage * (SM90_BKV * 128) + lane * p.pg.bkv * 128, &tm_kv,
+                                                &full_b[stage], 0, id >= 0 ? id * p.pg.bkv : -p.pg.bkv);
+                            {
+                                const int r = 8 * lane;
+                                int32_t sid = __shfl_sync(0xffffffffu, id, r >> bsh);
+                                const int64_t k0 = (int64_t)sid * p.pg.bkv + (r & (p.pg.bkv - 1));
+                                const uint32_t sdst = ltk_smem_addr(kvs_s + stage * SM90_BKV + r);
+#pragma unroll
+                                for (int h = 0; h < 2; h++) {
+                                    const int64_t left = sid >= 0 && p.kv_scale ? p.pg.nkeys - (k0 + 4 * h) : 0;
+                                    const uint32_t nbytes = left <= 0 ? 0u : left >= 4 ? 16u : (uint32_t)left * 4u;
+                                    ltk_cp_async16_n(sdst + 16 * h, nbytes ? (const void *)(p.kv_scale + k0 + 4 * h) : (const void *)p.pg.cache, nbytes);
+                                }
+                                ltk_cp_async_mbar_arrive_noinc(&full_b[stage]);
+                            }
+                        } else {
+                            if (lane == 0) {
+                                sm90_wait(&empty_b[stage], phase ^ 1u, p, 0, 1, u, it, t, stage);
+                                ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128 + SM90_BKV * 4);
+                            }
+                            for (int j = 0; j < nb; j++) {
+                                int32_t id = __shfl_sync(0xffffffffu, cur, need - cur_base + j);
+                                id = id >= 0 && id < p.pg.nblocks ? id : -1;
+                                if (lane == 0) {
+                                    /* A paged unit reads each cache block once (its rows are one
+                                     * request's): the blocks leave L2 first, and the scores the scan
+                                     * writes for the select after it stay. (The policy is made at
+                                     * each use: a register held across the loop spilled in the
+                                     * producer's 32.) */
+                                    const uint64_t pol_once = ltk_l2_evict_first();
+                                    ltk_tma_load_3d_hint(kv_s + stage * (SM90_BKV * 128) + j * p.pg.bkv * 128, &tm_kv,
+                                                         &full_b[stage], 0, 0, id, pol_once);
+                                    ltk_tma_load_2d_hint(kvs_s + stage * SM90_BKV + j * p.pg.bkv, &tm_ks, &full_b[stage],
+                                                         0, id, pol_once);
+                                }
                             }
                         }
                     } else {
@@ -675,6 +718,61 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 sc[i] = __fmul_rn(sc[i], (f & 1) ? scl[1] : scl[0]);
             }
 
+            if (VAR == SM90_VAR_BLOCKMAX) {
+                /* The block's largest score in ORDER. The 8 keys of a block of 8 are one lane
+                 * class's 8 quads (lanes c, c + 4, ..., c + 28: rows mrow = 16 w + lane / 4), a
+                 * block of 16 also the sum's other row (f ^ 1: the next lane class, or this lane's
+                 * next sum). Direct: fmaxf of the scores, keys out of range NaN, as fmaxf returns
+                 * the number of a (NaN, number) pair and NaN only for two NaNs: ORDER's max; the
+                 * + 0 makes -0 the +0 ORDER does not tell from it. Why floats, not rank keys, and
+                 * shifts, not divisions: this loop is issue-bound, and the rank-key round trip
+                 * and a 64-bit division by bsz made the scan 33% slower than score-only (H200,
+                 * T = 8192, S = 256K). Else rank keys (NaN and out of range 0) by atomicMax. */
+                float m[NE];
+#pragma unroll
+                for (int i = 0; i < NE; i++) {
+                    const int f = c * NE + i;
+                    const uint32_t key = kbase + 8 * (f & 1);
+                    m[i] = key - (uint32_t)my_lo[i] < (uint32_t)(my_hi[i] - my_lo[i]) ? sc[i] : __int_as_float(0x7fc00000);
+                }
+                if (p.bsz_direct) {
+#pragma unroll
+                    for (int i = 0; i < NE; i++) {
+                        m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], 4));
+                        m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], 8));
+                        m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], 16));
+                    }
+                    if (p.bsz == 16) {
+                        if (NE == 1) {
+                            m[0] = fmaxf(m[0], __shfl_xor_sync(0xffffffffu, m[0], 1));
+                        } else {
+#pragma unroll
+                            for (int i = 0; i + 1 < NE; i += 2) m[i] = m[i + 1] = fmaxf(m[i], m[i + 1]);
+                        }
+                    }
+                    if (lane < 4) {
+                        const int bsh = p.bsz == 16 ? 4 : 3;
+#pragma unroll
+                        for (int i = 0; i < NE; i++) {
+                            const int f = c * NE + i;
+                            if (p.bsz == 16 && (f & 1)) continue;
+                            const uint32_t kb = (uint32_t)(kbase + 8 * (f & 1)) & ~(uint32_t)(p.bsz - 1);
+                            if (kb < (uint32_t)my_hi[i] && kb + (uint32_t)p.bsz > (uint32_t)my_lo[i])
+                                p.logits[(int64_t)row_s[f >> 1].lr * p.ld + (kb >> bsh)] = m[i] + 0.0f;
+                        }
+                    }
+                } else {
+#pragma unroll
+                    for (int i = 0; i < NE; i++) {
+                        const int f = c * NE + i;
+                        const uint32_t key = kbase + 8 * (f & 1);
+                        const uint32_t rk = ltk_rank_key(m[i]);
+                        if (rk != 0u)
+                            atomicMax((uint32_t *)p.logits + (int64_t)row_s[f >> 1].lr * p.ld + key / (uint32_t)p.bsz, rk);
+                    }
+                }
+                continue;
+            }
             if (p.mode == LTK_SCAN_MATERIALIZE) {
 #pragma unroll
                 for (int i = 0; i < NE; i++) {
@@ -720,7 +818,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         }
         /* ---- end of unit: release the Q tile, flush what is staged, tell the refresh warp ---- */
         if (lane == 0) ltk_mbar_arrive(&qempty_b[qs]);
-        if (p.mode != LTK_SCAN_MATERIALIZE) {
+        if (p.mode != LTK_SCAN_MATERIALIZE && VAR != SM90_VAR_BLOCKMAX) {
             bool some = false;
 #pragma unroll
             for (int j = 0; j < LANE_Q; j++) some |= cnt[j] > 0;
@@ -737,13 +835,14 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 
 /* ---- host side ---------------------------------------------------------------------------- */
 extern "C" int ltk_sm90_rows_per_block(int32_t H) { return 128 / H; }
+extern "C" int ltk_sm90_blockmax_direct(int32_t bsz) { return bsz == 8 || bsz == 16; }
 
 /* 1 if this build holds sm_90a code for the current device (the 80-only build has none). */
 static int sm90_image_ok(void) {
     static int ok = -1;
     if (ok < 0) {
         cudaFuncAttributes fa;
-        cudaError_t e = cudaFuncGetAttributes(&fa, ltk_sm90_scan_kernel<64, 128>);
+        cudaError_t e = cudaFuncGetAttributes(&fa, ltk_sm90_scan_kernel<64, 128, SM90_VAR_PLAIN>);
         if (e != cudaSuccess) (void)cudaGetLastError();
         /* the register split above assumes the launch allocation; anything else could deadlock */
         ok = e == cudaSuccess && fa.binaryVersion == 90 && fa.numRegs == SM90_REG_LAUNCH;
@@ -765,9 +864,17 @@ extern "C" int ltk_sm90_paged_supported(const ltk_indexer_args *a, const ltk_pag
     if (cc_major != 9 || cc_minor != 0) return 0;
     if (a->dtype != LTK_DTYPE_E4M3 || a->D != 128) return 0;
     if (a->H != 16 && a->H != 32 && a->H != 64) return 0;
-    if (g->bkv < 32 || g->bkv > SM90_BKV || (g->bkv & (g->bkv - 1))) return 0;
-    if (((uintptr_t)a->q & 15) || (a->q_stride_t & 15) || ((uintptr_t)g->cache & 15) || (g->bstride & 15)) return 0;
-    if (g->nblocks < 1 || g->nblocks > INT32_MAX || g->bstride >= ((int64_t)1 << 40)) return 0;
+    /* (a cache block's scales come by TMA, in boxes of bkv * 4 bytes, 128 at least; listed blocks
+     * of 8 keys are 1 KB boxes, each landing at a multiple of 1024 bytes, where the 128-byte swizzle
+     * of a 256-row box would put it, and their scales by cp.async, a lane's 8 from one block) */
+    if (g->bkv < (g->contig ? 8 : 32) || g->bkv > SM90_BKV || (g->bkv & (g->bkv - 1))) return 0;
+    if (((uintptr_t)a->q & 15) || (a->q_stride_t & 15) || ((uintptr_t)g->cache & 15)) return 0;
+    if (g->nblocks < 1 || g->nblocks > INT32_MAX) return 0;
+    if (g->contig) {
+        if ((g->kv_stride & 15) || ((uintptr_t)g->scale & 15) || g->nkeys < 1 || g->nkeys > INT32_MAX) return 0;
+    } else if ((g->bstride & 15) || g->bstride >= ((int64_t)1 << 40)) {
+        return 0;
+    }
     if (ltk_cuda_tmap_encoder() == NULL) return 0;
     return sm90_image_ok();
 }
@@ -778,6 +885,17 @@ static ltk_status sm90_tmaps_paged(const ltk_scan_params *p, PFN_cuTensorMapEnco
                                    CUtensorMap *tks) {
     const ltk_paged_src *g = &p->pg;
     cuuint32_t one[3] = {1, 1, 1};
+    if (g->contig) { /* the key array [nkeys][128] in boxes of one block (the scales: no map) */
+        cuuint64_t kdim[2] = {128, (cuuint64_t)g->nkeys};
+        cuuint64_t kstr[1] = {(cuuint64_t)g->kv_stride};
+        cuuint32_t kbox[2] = {128, (cuuint32_t)g->bkv};
+        CUresult r = enc(tkv, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)g->cache, kdim, kstr, kbox, one,
+                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS) return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled(listed kv) failed with CUresult %d", (int)r);
+        memset(tks, 0, sizeof *tks);
+        return LTK_OK;
+    }
     cuuint64_t kdim[3] = {128, (cuuint64_t)g->bkv, (cuuint64_t)g->nblocks};
     cuuint64_t kstr[2] = {128, (cuuint64_t)g->bstride};
     cuuint32_t kbox[3] = {128, (cuuint32_t)g->bkv, 1};
@@ -829,16 +947,16 @@ static ltk_status sm90_tmaps(const ltk_scan_params *p, CUtensorMap *tq, CUtensor
     return LTK_OK;
 }
 
-template <int H, int NN> static ltk_status sm90_launch(const ltk_scan_params *p, int nsm, cudaStream_t st) {
+template <int H, int NN, int VAR> static ltk_status sm90_launch(const ltk_scan_params *p, int nsm, cudaStream_t st) {
     typedef sm90_cfg<H> cfg;
-    LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)ltk_sm90_scan_kernel<H, NN>, cfg::SMEM));
+    LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)ltk_sm90_scan_kernel<H, NN, VAR>, cfg::SMEM));
     CUtensorMap tq, tkv, tks;
     LTK_FORWARD_IF(sm90_tmaps(p, &tq, &tkv, &tks));
     int64_t nqb = ltk_scan_qblocks(p->nrows, cfg::BQ, p->group);
     int64_t units = nqb * p->nsplit;
     if (units <= 0) return LTK_OK;
     int grid = (int)(units < nsm ? units : nsm);
-    LTK_CUDA_TRY(ltk_launch_pdl(1, ltk_sm90_scan_kernel<H, NN>, dim3((unsigned)grid), dim3(SM90_THREADS), cfg::SMEM, st,
+    LTK_CUDA_TRY(ltk_launch_pdl(1, ltk_sm90_scan_kernel<H, NN, VAR>, dim3((unsigned)grid), dim3(SM90_THREADS), cfg::SMEM, st,
                                 tq, tkv, tks, *p));
     return LTK_OK;
 }
@@ -847,11 +965,33 @@ extern "C" ltk_status ltk_sm90_scan(const ltk_scan_params *p, int nsm, cudaStrea
     /* the query-heads a q-block holds: fewer than 128 when its rows are one decode request's */
     const int bq = 128 / p->H;
     const int used = p->group > 0 && p->group < bq ? p->group : bq;
+    /* The candidate indexer's variants are kernels of their own: compiled into the one kernel, the
+     * block-max epilogue and the listed-block producer raised the plain H = 64 kernel's spills from
+     * 100 to 222 bytes (ptxas -v), in the loop every indexer call runs. The publication runs
+     * q-blocks of consecutive rows (NN = 128), the consumer rows one by one (group 1). */
+    if (p->mode == LTK_SCAN_BLOCKMAX) {
+        switch (p->H) {
+        case 16: return sm90_launch<16, 128, SM90_VAR_BLOCKMAX>(p, nsm, st);
+        case 32: if (used == bq) return sm90_launch<32, 128, SM90_VAR_BLOCKMAX>(p, nsm, st); break;
+        case 64: if (used == bq) return sm90_launch<64, 128, SM90_VAR_BLOCKMAX>(p, nsm, st); break;
+        }
+        return ltk_error(LTK_EINTERNAL, "sm90 scan: block maxima of H=%d in groups of %d not instantiated", p->H, used);
+    }
+    if (p->pg.cache && p->pg.contig) {
+        switch (p->H) {
+        case 16: return sm90_launch<16, 128, SM90_VAR_LISTED>(p, nsm, st);
+        case 32: if (used == 1) return sm90_launch<32, 32, SM90_VAR_LISTED>(p, nsm, st); break;
+        case 64: if (used == 1) return sm90_launch<64, 64, SM90_VAR_LISTED>(p, nsm, st); break;
+        }
+        return ltk_error(LTK_EINTERNAL, "sm90 scan: listed blocks of H=%d in groups of %d not instantiated", p->H, used);
+    }
     switch (p->H) {
-    case 16: return sm90_launch<16, 128>(p, nsm, st);
-    case 32: return used == 1 ? sm90_launch<32, 32>(p, nsm, st)
-                    : used == 2 ? sm90_launch<32, 64>(p, nsm, st) : sm90_launch<32, 128>(p, nsm, st);
-    case 64: return used == 1 ? sm90_launch<64, 64>(p, nsm, st) : sm90_launch<64, 128>(p, nsm, st);
+    case 16: return sm90_launch<16, 128, SM90_VAR_PLAIN>(p, nsm, st);
+    case 32: return used == 1 ? sm90_launch<32, 32, SM90_VAR_PLAIN>(p, nsm, st)
+                    : used == 2 ? sm90_launch<32, 64, SM90_VAR_PLAIN>(p, nsm, st)
+                                : sm90_launch<32, 128, SM90_VAR_PLAIN>(p, nsm, st);
+    case 64: return used == 1 ? sm90_launch<64, 64, SM90_VAR_PLAIN>(p, nsm, st)
+                              : sm90_launch<64, 128, SM90_VAR_PLAIN>(p, nsm, st);
     }
     return ltk_error(LTK_EINTERNAL, "sm90 scan: H=%d not instantiated", p->H);
 }

@@ -333,24 +333,18 @@ static int32_t *diag_ptr(void) {
     return diag_dev;
 }
 
-typedef struct idx_trace {
-    int on;
-    double t0;
-} idx_trace;
-
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
 
-static void trace_begin(idx_trace *tr, cudaStream_t st) {
+extern "C" void ltk_trace_begin(ltk_trace *tr, cudaStream_t st) {
     tr->on = ltk_tune_get()->cuda_trace && !ltk_stream_capturing(st);
     tr->t0 = tr->on ? now_ms() : 0.0;
 }
 
-/* Waits for the stream (trace mode only) and prints the stage with the time since the last one. */
-static ltk_status trace_step(idx_trace *tr, cudaStream_t st, const char *fmt, ...) {
+extern "C" ltk_status ltk_trace_step(ltk_trace *tr, cudaStream_t st, const char *fmt, ...) {
     if (!tr->on) return LTK_OK;
     cudaError_t e = cudaStreamSynchronize(st);
     double t = now_ms();
@@ -435,11 +429,12 @@ static void scan_base(const ltk_indexer_args *a, const idx_plan *pl, ltk_scan_pa
     /* (cudaHostAlloc is not allowed while a stream is captured: a first call made under capture
      * runs without the record, and the watchdog still traps) */
     sp->diag = pl->sm90 && sp->watchdog_ns > 0 && !pl->capturing ? diag_ptr() : NULL;
-    if (pl->pg) { /* paged keys: rows in request groups; the scales follow each block's keys */
+    if (pl->pg) { /* paged keys: rows in request groups; the scales follow each block's keys (or,
+                   * listed blocks of a key array, are the array's) */
         sp->pg = *pl->pg;
         sp->group = pl->pg->next_n;
         sp->kv = NULL;
-        sp->kv_scale = (const float *)(pl->pg->cache + (size_t)pl->pg->bkv * a->D);
+        sp->kv_scale = pl->pg->contig ? pl->pg->scale : (const float *)(pl->pg->cache + (size_t)pl->pg->bkv * a->D);
     }
 }
 
@@ -447,7 +442,7 @@ static void scan_base(const ltk_indexer_args *a, const idx_plan *pl, ltk_scan_pa
  * window: the scan kernel materializes scores into `logits`, then the dense select. */
 static ltk_status dense_rows(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *ws, int64_t row0, int64_t nrows,
                              const int32_t *list, const int32_t *list_count, int64_t list_off, cudaStream_t st,
-                             idx_trace *tr) {
+                             ltk_trace *tr) {
     float *logits = (float *)(ws + pl->o_big);
     ltk_cand *run = pl->nwin > 1 ? (ltk_cand *)(ws + pl->o_run) : NULL;
     int32_t *run_cnt = pl->nwin > 1 ? (int32_t *)(ws + pl->o_runcnt) : NULL;
@@ -465,7 +460,7 @@ static ltk_status dense_rows(const ltk_indexer_args *a, const idx_plan *pl, uint
         sp.logits = logits;
         sp.ld = pl->dense_W;
         LTK_FORWARD_IF(run_scan(pl, &sp, st));
-        LTK_FORWARD_IF(trace_step(tr, st, "dense scan rows %lld+%lld%s win %lld/%lld", (long long)(list ? list_off : row0),
+        LTK_FORWARD_IF(ltk_trace_step(tr, st, "dense scan rows %lld+%lld%s win %lld/%lld", (long long)(list ? list_off : row0),
                                   (long long)nrows, list ? " (fallback list)" : "", (long long)w, (long long)pl->nwin));
         if (pl->ext_select && !list) {
             ltk_select_args sa;
@@ -502,7 +497,7 @@ static ltk_status dense_rows(const ltk_indexer_args *a, const idx_plan *pl, uint
                                                 sp.col_lo, sp.col_hi, run, run_cnt, w == 0, w == pl->nwin - 1,
                                                 pl->skip_short, st));
         }
-        LTK_FORWARD_IF(trace_step(tr, st, "dense select%s", pl->ext_select && !list ? " (select.cu)" : ""));
+        LTK_FORWARD_IF(ltk_trace_step(tr, st, "dense select%s", pl->ext_select && !list ? " (select.cu)" : ""));
     }
     return LTK_OK;
 }
@@ -569,20 +564,20 @@ extern "C" ltk_status ltk_cuda_indexer_workspace(const ltk_indexer_args *a, cons
 /* The fused call's sample, shared by every row of the call (each row uses the keys inside its own
  * range): the union of the rows' ranges, the key list, and the keys' rows gathered densely. */
 static ltk_status fused_sample(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *ws, cudaStream_t st,
-                               idx_trace *tr) {
+                               ltk_trace *tr) {
     int32_t *P = (int32_t *)(ws + pl->o_P);
     int64_t *lohi = (int64_t *)(ws + pl->o_lohi);
     LTK_FORWARD_IF(ltk_idx_union(a->ks, a->ke, a->T, a->S, a->k, pl->skip_short, lohi, st));
     LTK_FORWARD_IF(ltk_idx_sample_list(a->state ? a->state->keys : NULL, a->state ? a->state->capacity : 0, pl->m_hot,
                                        pl->m_cold, pl->win, lohi, P, pl->m_max, st));
     LTK_FORWARD_IF(ltk_idx_gather(a, P, pl->m_max, ws + pl->o_kvg, (float *)(ws + pl->o_scg), st));
-    return trace_step(tr, st, "sample union+list+gather (m=%lld)", (long long)pl->m_max);
+    return ltk_trace_step(tr, st, "sample union+list+gather (m=%lld)", (long long)pl->m_max);
 }
 
 /* Rows [r0, r0 + nr): the sample scan, the prep (per-row bins and first threshold), then the fused
  * scan that writes every row's candidates. */
 static ltk_status fused_scan(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *ws, int64_t r0, int64_t nr,
-                             cudaStream_t st, idx_trace *tr) {
+                             cudaStream_t st, ltk_trace *tr) {
     ltk_cand *cand = (ltk_cand *)(ws + pl->o_big);
     const int64_t m_pad = pl->m_max;
     /* sample scores into the rows' candidate slots (as floats, 2*cap per row) */
@@ -602,13 +597,13 @@ static ltk_status fused_scan(const ltk_indexer_args *a, const idx_plan *pl, uint
     sp.logits = (float *)cand;
     sp.ld = 2 * pl->cap;
     LTK_FORWARD_IF(run_scan(pl, &sp, st));
-    LTK_FORWARD_IF(trace_step(tr, st, "sample scan rows %lld+%lld (%s, nsplit %d)", (long long)r0, (long long)nr,
+    LTK_FORWARD_IF(ltk_trace_step(tr, st, "sample scan rows %lld+%lld (%s, nsplit %d)", (long long)r0, (long long)nr,
                               pl->sm90 ? "sm90" : "portable", sp.nsplit));
     int32_t *cnt = (int32_t *)(ws + pl->o_cnt), *th = (int32_t *)(ws + pl->o_th);
     float *smin = (float *)(ws + pl->o_smin), *delta = (float *)(ws + pl->o_delta);
     LTK_FORWARD_IF(ltk_idx_prep(a, r0, nr, (const float *)cand, 2 * pl->cap, (const int32_t *)(ws + pl->o_P), pl->m_max,
                                 (const int64_t *)(ws + pl->o_lohi), pl->skip_short, smin, delta, th, cnt, st));
-    LTK_FORWARD_IF(trace_step(tr, st, "prep"));
+    LTK_FORWARD_IF(ltk_trace_step(tr, st, "prep"));
     scan_base(a, pl, &sp);
     sp.mode = LTK_SCAN_FUSED;
     sp.row0 = r0;
@@ -622,7 +617,7 @@ static ltk_status fused_scan(const ltk_indexer_args *a, const idx_plan *pl, uint
     sp.row_hist = pl->sm90 ? (int32_t *)(ws + pl->o_rh) : NULL; /* (run_scan clears it) */
     sp.nopass = ltk_tune_get()->cuda_scan_nopass; /* (a test hook: every row then takes the fallback) */
     LTK_FORWARD_IF(run_scan(pl, &sp, st));
-    return trace_step(tr, st, "fused scan rows %lld+%lld (nsplit %d, cap %lld)", (long long)r0, (long long)nr,
+    return ltk_trace_step(tr, st, "fused scan rows %lld+%lld (nsplit %d, cap %lld)", (long long)r0, (long long)nr,
                       sp.nsplit, (long long)pl->cap);
 }
 
@@ -633,7 +628,7 @@ static ltk_status fused_scan(const ltk_indexer_args *a, const idx_plan *pl, uint
  * 22 batches of a 132-CTA scan and a select per half call, ~0.2 ms of empty launches (as a traced
  * call, LTK_CUDA_TRACE=1, showed). */
 static ltk_status fused_fallback(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *ws, int64_t nr,
-                                 int want_stats, cudaStream_t st, idx_trace *tr) {
+                                 int want_stats, cudaStream_t st, ltk_trace *tr) {
     int32_t *fb = (int32_t *)(ws + pl->o_fb), *fbcnt = (int32_t *)(ws + pl->o_fbcnt);
     int64_t nb = ceil_div(nr, pl->dense_rows);
     if (nb * pl->nwin > 2 && !ltk_stream_capturing(st)) {
@@ -651,7 +646,7 @@ static ltk_status fused_fallback(const ltk_indexer_args *a, const idx_plan *pl, 
 /* The fused call, sub-chunk by sub-chunk of tsub rows: scans, the exact select of each row's
  * candidates, the fallback of the rows it could not answer. */
 static ltk_status fused(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *ws, int want_stats, cudaStream_t st,
-                        idx_trace *tr) {
+                        ltk_trace *tr) {
     const int64_t T = a->T;
     int32_t *cnt = (int32_t *)(ws + pl->o_cnt);
     float *smin = (float *)(ws + pl->o_smin), *delta = (float *)(ws + pl->o_delta);
@@ -669,7 +664,7 @@ static ltk_status fused(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *
         if (tr->on) {
             int32_t h = 0;
             LTK_CUDA_TRY(cudaMemcpyAsync(&h, fbcnt, 4, cudaMemcpyDeviceToHost, st));
-            LTK_FORWARD_IF(trace_step(tr, st, "select candidates (%d fallback rows)", (int)h));
+            LTK_FORWARD_IF(ltk_trace_step(tr, st, "select candidates (%d fallback rows)", (int)h));
         }
         if (a->S > 0) LTK_FORWARD_IF(fused_fallback(a, pl, ws, nr, want_stats, st, tr));
     }
@@ -678,7 +673,7 @@ static ltk_status fused(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *
 
 /* Score only: the scan with the gate edge at +inf (nothing written), for benchmarks. */
 static ltk_status score_only(const ltk_indexer_args *a, const ltk_exec *e, const idx_plan *pl, uint8_t *ws,
-                             cudaStream_t st, idx_trace *tr) {
+                             cudaStream_t st, ltk_trace *tr) {
     if (a->S > 0) {
         ltk_scan_params sp;
         scan_base(a, pl, &sp);
@@ -689,7 +684,7 @@ static ltk_status score_only(const ltk_indexer_args *a, const ltk_exec *e, const
         sp.th = (int32_t *)(ws + pl->o_th);
         sp.cap = 0;
         LTK_FORWARD_IF(run_scan(pl, &sp, st));
-        LTK_FORWARD_IF(trace_step(tr, st, "score-only scan (nsplit %d)", sp.nsplit));
+        LTK_FORWARD_IF(ltk_trace_step(tr, st, "score-only scan (nsplit %d)", sp.nsplit));
     }
     if (e->stats) {
         memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
@@ -697,6 +692,33 @@ static ltk_status score_only(const ltk_indexer_args *a, const ltk_exec *e, const
         LTK_CUDA_TRY(cudaStreamSynchronize(st));
     }
     return LTK_OK;
+}
+
+/* The candidate indexer's publication (candidates.cu): rows [row0, row0 + nrows)'s block maxima of
+ * bsz keys, block j of local row r at out[r * ld + j] (absolute block ids, every block meeting the
+ * row's range written). *direct = 1: floats by plain stores; 0: rank keys by atomicMax, into the
+ * rows zeroed here (the caller converts them). No workspace: the scan alone. */
+extern "C" ltk_status ltk_cuda_blockmax_scan(const ltk_indexer_args *a, int32_t bsz, int64_t row0, int64_t nrows,
+                                             float *out, int64_t ld, int *direct, cudaStream_t st) {
+    ltk_exec e;
+    memset(&e, 0, sizeof e);
+    e.stream = (void *)st;
+    e.algo = LTK_ALGO_SCORE_ONLY;
+    idx_plan pl;
+    LTK_FORWARD_IF(plan_common(a, NULL, &e, &pl));
+    pl.skip_short = 0;
+    ltk_scan_params sp;
+    scan_base(a, &pl, &sp);
+    sp.mode = LTK_SCAN_BLOCKMAX;
+    sp.row0 = row0;
+    sp.nrows = nrows;
+    sp.logits = out;
+    sp.ld = ld;
+    sp.bsz = bsz;
+    sp.bsz_direct = pl.sm90 && ltk_sm90_blockmax_direct(bsz);
+    *direct = sp.bsz_direct;
+    if (!sp.bsz_direct) LTK_CUDA_TRY(cudaMemsetAsync(out, 0, 4 * (size_t)nrows * (size_t)ld, st));
+    return run_scan(&pl, &sp, st);
 }
 
 extern "C" ltk_status ltk_cuda_indexer(const ltk_indexer_args *a, const ltk_exec *e, void *wsv, size_t ws_bytes) {
@@ -712,8 +734,8 @@ extern "C" ltk_status ltk_cuda_indexer_paged(const ltk_indexer_args *a, const lt
                          pl.total);
     cudaStream_t st = (cudaStream_t)e->stream;
     uint8_t *ws = (uint8_t *)(uintptr_t)ltk_al256((uintptr_t)wsv);
-    idx_trace tr;
-    trace_begin(&tr, st);
+    ltk_trace tr;
+    ltk_trace_begin(&tr, st);
     if (tr.on)
         fprintf(stderr, "[ltk cuda] indexer T=%lld S=%lld H=%d k=%d algo %d: %s scan, tsub %lld, cap %lld, dense %lld rows x %lld (%lld win)\n",
                 (long long)a->T, (long long)a->S, a->H, a->k, (int)pl.algo, pl.sm90 ? "sm90" : "portable",
@@ -746,7 +768,7 @@ extern "C" ltk_status ltk_cuda_indexer_paged(const ltk_indexer_args *a, const lt
         LTK_FORWARD_IF(ltk_idx_short_rows(a, st));
     if (a->state) {
         LTK_FORWARD_IF(ltk_idx_vote(a, a->state, ws + pl.o_big, pl.big_bytes, st));
-        LTK_FORWARD_IF(trace_step(&tr, st, "hot-set vote"));
+        LTK_FORWARD_IF(ltk_trace_step(&tr, st, "hot-set vote"));
     }
     if (e->stats) LTK_FORWARD_IF(fill_stats(a, &pl, ws, st, e->stats));
     return LTK_OK;

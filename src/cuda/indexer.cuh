@@ -20,6 +20,10 @@ enum {
     LTK_SCAN_FUSED = 0,       /* gate + candidates + histogram + refresh */
     LTK_SCAN_SCORE_ONLY = 1,  /* same epilogue, gate edge +inf: nothing written */
     LTK_SCAN_MATERIALIZE = 2, /* every in-range score written to logits */
+    LTK_SCAN_BLOCKMAX = 3,    /* the candidate indexer's publication: per block of bsz keys, the largest
+                               * in-range score in ORDER, written to logits[r * ld + block] (col_lo 0)
+                               * (ltk_scan_params.bsz_direct: as a float by one plain store; else as
+                               * its rank key by atomicMax into a zeroed buffer, converted after) */
 };
 
 /* One candidate: the raw fp32 score and the absolute key index. */
@@ -33,13 +37,20 @@ typedef struct ltk_cand {
  * cache + block * bstride and are followed by its bkv fp32 scales. A table entry outside
  * [0, nblocks), or a block past max_blocks, reads as zero keys with a NaN scale: its positions score
  * NaN and rank last (the device cannot report a bad table without a host sync). cache == NULL: the
- * contiguous source of the indexer (kv, kv_stride, kv_scale). */
+ * contiguous source of the indexer (kv, kv_stride, kv_scale).
+ * contig = 1 (the candidate indexer's listed blocks, candidates.cu): no cache layout, block id j
+ * is keys [j * bkv, (j + 1) * bkv) of the indexer's own key array, `cache` its bytes (kv, any
+ * dtype), row stride kv_stride elements, nkeys rows, scales from `scale` (NULL = 1); nblocks =
+ * ceil(nkeys / bkv), bstride unused. */
 typedef struct ltk_paged_src {
     const uint8_t *cache;
     int64_t nblocks, bstride;
     const int32_t *bt;
     int64_t bt_stride;
     int32_t bkv, max_blocks, next_n;
+    int32_t contig;
+    const float *scale;
+    int64_t kv_stride, nkeys;
 } ltk_paged_src;
 
 typedef struct ltk_scan_params {
@@ -79,6 +90,8 @@ typedef struct ltk_scan_params {
     int64_t watchdog_ns;     /* sm_90a: a barrier wait longer than this records where (diag) and traps (0 = off) */
     int32_t *diag;           /* host-mapped watchdog record (indexer.cu, diag_ptr), may be NULL */
     ltk_paged_src pg;        /* paged keys (decode), or pg.cache NULL */
+    int32_t bsz;             /* LTK_SCAN_BLOCKMAX: keys a block */
+    int bsz_direct;          /* LTK_SCAN_BLOCKMAX: 1 = floats by plain stores (sm_90a, bsz 8 or 16) */
     int group;               /* > 0: local rows come in groups of `group` that share their keys (one
                               * decode request's next_n rows, or 1 for a row list); a q-block then
                               * holds rows of one group only. 0: q-blocks pack consecutive rows. */
@@ -206,12 +219,27 @@ ltk_status ltk_cuda_indexer_paged_workspace(const ltk_indexer_args *a, const ltk
                                             size_t *bytes);
 ltk_status ltk_cuda_indexer_paged(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e, void *ws,
                                   size_t ws_bytes);
+/* The candidate indexer's block maxima of rows [row0, row0 + nrows) (indexer.cu; see there). */
+ltk_status ltk_cuda_blockmax_scan(const ltk_indexer_args *a, int32_t bsz, int64_t row0, int64_t nrows, float *out,
+                                  int64_t ld, int *direct, cudaStream_t st);
+/* LTK_CUDA_TRACE (the tuning table): a host driver's stages, each waited for and printed with the
+ * time since the last (stderr); off while the stream is captured (indexer.cu). */
+typedef struct ltk_trace {
+    int on;
+    double t0;
+} ltk_trace;
+void ltk_trace_begin(ltk_trace *tr, cudaStream_t st);
+ltk_status ltk_trace_step(ltk_trace *tr, cudaStream_t st, const char *fmt, ...);
 /* 1 if the sm_90a scan kernel can run these shapes on the current device. */
 int ltk_sm90_supported(const ltk_indexer_args *a, int cc_major, int cc_minor);
 int ltk_sm90_rows_per_block(int32_t H);
 /* 1 if the sm_90a scan can read this paged source (D = 128, block_kv a power of two in [32, 256],
- * 16-byte aligned cache and block stride) for these shapes. */
+ * 16-byte aligned cache and block stride; listed blocks of a key array: [8, 256], 16-byte aligned
+ * rows and scales) for these shapes. */
 int ltk_sm90_paged_supported(const ltk_indexer_args *a, const ltk_paged_src *g, int cc_major, int cc_minor);
+
+/* 1 if the sm_90a scan writes block maxima of bsz keys by plain stores (LTK_SCAN_BLOCKMAX). */
+int ltk_sm90_blockmax_direct(int32_t bsz);
 
 /* Launches the sm_90a scan (grid = min(units, nsm) persistent CTAs). */
 ltk_status ltk_sm90_scan(const ltk_scan_params *p, int nsm, cudaStream_t st);

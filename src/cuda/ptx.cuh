@@ -232,6 +232,20 @@ static __device__ __forceinline__ void ltk_wgmma_m64n128k16_16b(float *d, uint64
 static __device__ __forceinline__ void ltk_cp_async16(uint32_t dst, const void *src, bool ok) {
     LTK_SM80(asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory"));
 }
+/* The same with the first nbytes (0 .. 16) read and the rest zero-filled. */
+static __device__ __forceinline__ void ltk_cp_async16_n(uint32_t dst, const void *src, uint32_t nbytes) {
+    LTK_SM80(asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(nbytes) : "memory"));
+}
+/* An arrival on bar once this thread's earlier cp.async copies have landed, counted against the
+ * barrier's expected arrivals (.noinc: the init count includes it). */
+static __device__ __forceinline__ void ltk_cp_async_mbar_arrive_noinc(uint64_t *bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(ltk_smem_addr(bar)) : "memory");
+}
+/* Orders this thread's shared-memory writes (stores, completed cp.async) before later reads of them
+ * by the async proxy (wgmma, TMA stores), once made visible (a barrier). */
+static __device__ __forceinline__ void ltk_fence_proxy_async_smem() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
 static __device__ __forceinline__ void ltk_cp_async_commit() { LTK_SM80(asm volatile("cp.async.commit_group;" ::: "memory")); }
 /* Waits until at most N committed groups are still in flight. */
 template <int N> static __device__ __forceinline__ void ltk_cp_async_wait() {

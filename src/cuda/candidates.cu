@@ -1,0 +1,572 @@
+/* The CUDA candidate indexer (DeepSeek-V4.1; the contract is ltk_blocks_topk and ltk_candidates_topk
+ * in litetopk.h, the design in docs/design.md "The candidate indexer"): host drivers and their
+ * small kernels; the scoring is the indexer's scan (indexer-sm90.cu, indexer-portable.cu).
+ *
+ * Publication (ltk_blocks_topk), per sub-chunk of rows: the scan in block-max mode writes each
+ * row's block maxima (one float a block: 1/b of the scores, which are never written), then the GPU
+ * select (select.cu) takes the top block_k of the row's blocks, and a finishing kernel applies the
+ * contract's row rules (the identity of a short row, the newest block pinned first, ids ascending).
+ * The row's ordinary top-k, when asked for, is a second call of the indexer on the same inputs.
+ *
+ * Consumer (ltk_candidates_topk): a prep kernel sorts and deduplicates each row's list into a
+ * per-row block table of the blocks that meet the row's range, ascending, and the row's column range
+ * in it (the first and last listed blocks may straddle the row's bounds); then the listed blocks
+ * are a paged key source (ltk_paged_src, contig) for the decode operation's pipeline: the scan reads
+ * them block by block (one TMA box of b key rows each on sm_90a), writes the rows' scores into
+ * dense windows and the exact select takes the top k. Columns ascend with positions, so ties by the
+ * lower column are ties by the lower key. A map kernel turns columns into keys. The materialize
+ * algorithm (the in-library baseline) gathers the listed keys into a dense buffer first and scans
+ * that.
+ *
+ * Graph-safe: launch geometry from the shapes only; lists, ranges and counts are read on the device. */
+#include <cuda_runtime.h>
+
+#include <string.h>
+
+#include "indexer.cuh"
+#include "ptx.cuh"
+#include "select.cuh"
+
+/* Block maxima of a sub-chunk of rows: 1 GB (T = 8192 rows over S = 256K keys in blocks of 8 is one
+ * sub-chunk; at S = 1M, 2,048 rows a sub-chunk). Why not 512 MB: two scans of 4,096 rows (2,048
+ * q-blocks, 15.5 waves of 132 CTAs) each ended on a half-empty wave, ~0.7 ms apiece (H200). */
+#define BLK_BUDGET ((size_t)1 << 30)
+/* The materialize algorithm's gathered keys of a sub-chunk of rows: 512 MB (T = 8192 rows listing
+ * 512 blocks of 8 FP8 keys: 4 GB, eight sub-chunks). */
+#define GATHER_BUDGET ((size_t)512 << 20)
+/* The row kernels are one CTA a row over select.cuh's block routines (their LTK_SEL_NT threads). */
+#define SORT_THREADS LTK_SEL_NT
+
+static __host__ __device__ int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
+static int pow2_at_least(int64_t n) {
+    int p = 1;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+/* Entries idx[0..m) (ids >= 0) and their scores (sc may be NULL) sorted by ascending id, through
+ * s[0..n2) (n2 >= m a power of two): the id in the high word inverted, so that the descending
+ * network puts the lowest first and the zero padding last. Called by the whole CTA. */
+static __device__ void cx_sort_row_by_index(int32_t *idx, float *sc, int m, int n2, uint64_t *s) {
+    for (int i = threadIdx.x; i < n2; i += SORT_THREADS)
+        s[i] = i < m ? ((uint64_t)(0xffffffffu - (uint32_t)idx[i]) << 32) | (sc ? __float_as_uint(sc[i]) : 0u) : 0ull;
+    __syncthreads();
+    ltk_bitonic_desc(s, n2);
+    for (int i = threadIdx.x; i < m; i += SORT_THREADS) {
+        idx[i] = (int32_t)(0xffffffffu - (uint32_t)(s[i] >> 32));
+        if (sc) sc[i] = __uint_as_float((uint32_t)s[i]);
+    }
+    __syncthreads();
+}
+
+/* Local rows r of a sub-chunk: the row's blocks [starts, ends) for the select, and (convert) the
+ * rank keys the atomic scan left turned into the floats they stand for (0, nothing: NaN). */
+__global__ void cx_blk_ranges_kernel(const int32_t *ks, const int32_t *ke, int64_t r0, int64_t nr, int64_t S, int32_t b,
+                                     int32_t *starts, int32_t *ends, float *buf, int64_t ld, int convert) {
+    for (int64_t r = blockIdx.x; r < nr; r += gridDim.x) {
+        int64_t lo, hi;
+        ltk_row_range(ks, ke, r0 + r, S, &lo, &hi);
+        const int64_t j0 = lo < hi ? lo / b : 0, j1 = lo < hi ? (hi - 1) / b + 1 : 0;
+        if (threadIdx.x == 0) {
+            starts[r] = (int32_t)j0;
+            ends[r] = (int32_t)j1;
+        }
+        if (convert)
+            for (int64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+                uint32_t *x = (uint32_t *)buf + r * ld + j;
+                *x = __float_as_uint(ltk_rank_key_to_f32(*x));
+            }
+    }
+}
+
+/* The contract's row rules over the select's output (litetopk.h, ltk_blocks_topk): a row of at
+ * most block_k blocks returned whole (ascending, unscored) where loose and unscored; the newest
+ * partial block first at +inf (PIN_NEWEST); ascending ids (BY_INDEX). Pinned rows by rank (the
+ * select sorted them): the others are the first block_k - 1 of its list without the pinned one.
+ * Pinned rows in any order (the select left them unsorted): the pinned block's slot is the one
+ * it holds, else the worst of the list's (the least block maximum in ORDER, from buf), and
+ * BY_INDEX sorts them after. Why not sorted by rank first: the by-rank sort of 2048 of 32K blocks
+ * is then skipped, and the by-index sort is needed either way. */
+__global__ void __launch_bounds__(SORT_THREADS)
+    cx_blk_finish_kernel(const int32_t *ks, const int32_t *ke, int64_t r0, int64_t nr, int64_t S, int32_t b,
+                         int32_t block_k, uint32_t flags, int32_t *out_blocks, float *out_scores, int64_t stride,
+                         const float *buf, int64_t ld, int n2) {
+    extern __shared__ uint64_t cx_s[];
+    __shared__ int pin_at;
+    __shared__ unsigned long long worst;
+    const int loose = (flags & (LTK_FLAG_UNSORTED | LTK_FLAG_BY_INDEX)) != 0, by = (flags & LTK_FLAG_BY_INDEX) != 0;
+    for (int64_t r = blockIdx.x; r < nr; r += gridDim.x) {
+        int64_t lo, hi;
+        ltk_row_range(ks, ke, r0 + r, S, &lo, &hi);
+        const int64_t j0 = lo < hi ? lo / b : 0, nb = lo < hi ? (hi - 1) / b + 1 - j0 : 0;
+        int32_t *ob = out_blocks + (r0 + r) * stride;
+        float *os = out_scores ? out_scores + (r0 + r) * stride : NULL;
+        const int m = (int)(nb < block_k ? nb : block_k);
+        if (nb <= block_k && loose && !os) {
+            for (int j = threadIdx.x; j < block_k; j += SORT_THREADS) ob[j] = j < nb ? (int32_t)(j0 + j) : -1;
+            continue;
+        }
+        const int64_t pin = (flags & LTK_FLAG_PIN_NEWEST) && nb > 0 && hi % b != 0 ? j0 + nb - 1 : -1;
+        if (pin >= 0 && loose) {
+            if (threadIdx.x == 0) pin_at = m, worst = ~0ull;
+            __syncthreads();
+            for (int j = threadIdx.x; j < m; j += SORT_THREADS) {
+                const int32_t id = ob[j];
+                if (id == pin) atomicMin(&pin_at, j);
+                atomicMin(&worst, ((uint64_t)ltk_rank_key(buf[r * ld + id]) << 32) | (0xffffffffu - (uint32_t)id));
+            }
+            __syncthreads();
+            const int at = pin_at;
+            const int32_t drop = (int32_t)(0xffffffffu - (uint32_t)worst); /* (ids are unique in the list) */
+            for (int j = threadIdx.x; j < m; j += SORT_THREADS)
+                if (at < m ? j == at : ob[j] == drop) {
+                    ob[j] = (int32_t)pin;
+                    if (os) os[j] = __int_as_float(0x7f800000);
+                }
+            __syncthreads();
+        } else if (pin >= 0) {
+            int32_t *id_s = (int32_t *)cx_s;
+            float *sc_s = (float *)(id_s + n2);
+            if (threadIdx.x == 0) pin_at = m;
+            __syncthreads();
+            for (int j = threadIdx.x; j < m; j += SORT_THREADS) {
+                id_s[j] = ob[j];
+                sc_s[j] = os ? os[j] : 0.0f;
+                if (ob[j] == pin) atomicMin(&pin_at, j);
+            }
+            __syncthreads();
+            const int at = pin_at;
+            for (int j = threadIdx.x; j < m; j += SORT_THREADS) {
+                const int src = j - 1 < at ? j - 1 : j; /* (at = m: the last of the list drops out) */
+                ob[j] = j == 0 ? (int32_t)pin : id_s[src];
+                if (os) os[j] = j == 0 ? __int_as_float(0x7f800000) : sc_s[src];
+            }
+            __syncthreads();
+        }
+        if (by) cx_sort_row_by_index(ob, os, m, n2, cx_s);
+    }
+}
+
+/* Rows of an ordinary top-k put in ascending index order (BY_INDEX), their -1 padding kept. */
+__global__ void __launch_bounds__(SORT_THREADS)
+    cx_sort_kernel(int32_t *out_idx, float *out_scores, int64_t stride, int32_t k, int64_t T, int n2) {
+    extern __shared__ uint64_t cx_s[];
+    __shared__ int cnt;
+    for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
+        int32_t *oi = out_idx + t * stride;
+        if (threadIdx.x == 0) cnt = 0;
+        __syncthreads();
+        int mine = 0;
+        for (int j = threadIdx.x; j < k; j += SORT_THREADS) mine += oi[j] >= 0;
+        atomicAdd(&cnt, mine);
+        __syncthreads();
+        cx_sort_row_by_index(oi, out_scores ? out_scores + t * stride : NULL, cnt, n2, cx_s);
+    }
+}
+
+/* The consumer's per-row block table: the listed ids that exist and meet the row's range, once
+ * each, ascending, -1 after; cs, ce the row's columns [cs, ce) in it (the first and last listed
+ * blocks may straddle the row's bounds, the others lie inside). */
+__global__ void __launch_bounds__(SORT_THREADS)
+    cx_prep_kernel(const int32_t *ks, const int32_t *ke, int64_t T, int64_t S, int32_t b, const int32_t *blocks,
+                   int64_t blocks_stride, int32_t nlist, int32_t *btab, int32_t *cs, int32_t *ce, int n2) {
+    extern __shared__ uint64_t cx_s[];
+    __shared__ uint32_t warp_sums[SORT_THREADS / 32];
+    __shared__ int32_t last_s;
+    const int64_t nbk = ceil_div(S > 0 ? S : 1, b);
+    const int per = n2 > SORT_THREADS ? n2 / SORT_THREADS : 1;
+    for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
+        int64_t lo, hi;
+        ltk_row_range(ks, ke, t, S, &lo, &hi);
+        const int32_t *bl = blocks + t * blocks_stride;
+        for (int i = threadIdx.x; i < n2; i += SORT_THREADS) {
+            const int64_t j = i < nlist ? bl[i] : -1;
+            const bool ok = j >= 0 && j < nbk && j * b < hi && (j + 1) * b > lo;
+            cx_s[i] = ok ? (uint64_t)(0xffffffffu - (uint32_t)j) : 0ull;
+        }
+        __syncthreads();
+        ltk_bitonic_desc(cx_s, n2);
+        /* keep the first of each run of equal ids: thread x owns sorted positions [x per, x per + per) */
+        const int i0 = threadIdx.x * per;
+        uint32_t mine = 0;
+        for (int i = i0; i < i0 + per && i < n2; i++) mine += cx_s[i] != 0 && (i == 0 || cx_s[i - 1] != cx_s[i]);
+        uint32_t total;
+        uint32_t at = ltk_block_scan(mine, warp_sums, &total);
+        int32_t *row = btab + t * nlist;
+        for (int i = i0; i < i0 + per && i < n2; i++)
+            if (cx_s[i] != 0 && (i == 0 || cx_s[i - 1] != cx_s[i])) row[at++] = (int32_t)(0xffffffffu - (uint32_t)cx_s[i]);
+        for (int i = (int)total + threadIdx.x; i < nlist; i += SORT_THREADS) row[i] = -1;
+        for (int i = i0; i < i0 + per && i < n2; i++) /* the last valid id: the end of the sorted run */
+            if (cx_s[i] != 0 && (i + 1 == n2 || cx_s[i + 1] == 0)) last_s = (int32_t)(0xffffffffu - (uint32_t)cx_s[i]);
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int64_t c0 = 0, c1 = 0;
+            if (total > 0) {
+                const int64_t first = 0xffffffffu - (uint32_t)cx_s[0], last = last_s;
+                c0 = lo > first * b ? lo - first * b : 0;
+                c1 = (int64_t)(total - 1) * b + (hi - last * b < b ? hi - last * b : b);
+            }
+            cs[t] = (int32_t)c0;
+            ce[t] = (int32_t)c1;
+        }
+        __syncthreads();
+    }
+}
+
+/* The consumer's outputs, columns of the row's block table turned into keys (relative to the
+ * row's start unless absolute); by_index: then ascending. */
+__global__ void __launch_bounds__(SORT_THREADS)
+    cx_map_kernel(int32_t *out_idx, float *out_scores, int64_t stride, int32_t k, int64_t T, const int32_t *btab,
+                  int32_t nlist, int32_t b, const int32_t *ks, int64_t S, int absolute, int by_index, int n2) {
+    extern __shared__ uint64_t cx_s[];
+    __shared__ int cnt;
+    for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
+        int64_t lo, hi;
+        ltk_row_range(ks, NULL, t, S, &lo, &hi);
+        const int64_t base = absolute ? 0 : lo;
+        int32_t *oi = out_idx + t * stride;
+        if (threadIdx.x == 0) cnt = 0;
+        __syncthreads();
+        int mine = 0;
+        for (int j = threadIdx.x; j < k; j += SORT_THREADS) {
+            const int32_t c = oi[j];
+            if (c >= 0) {
+                oi[j] = (int32_t)((int64_t)btab[t * nlist + c / b] * b + c % b - base);
+                mine++;
+            }
+        }
+        if (by_index) {
+            atomicAdd(&cnt, mine);
+            __syncthreads();
+            cx_sort_row_by_index(oi, out_scores ? out_scores + t * stride : NULL, cnt, n2, cx_s);
+        }
+    }
+}
+/* The materialize algorithm's gather: rows r0 .. r0 + nr's listed blocks, densely, key rows of
+ * row_bytes bytes (pieces of sizeof(P)) at a stride of g_stride bytes, and their scales; blocks past
+ * a row's count and keys past S are zeros. Its block table is the identity (bt_id[j] = j). */
+template <typename P>
+__global__ void cx_gather_kernel(const uint8_t *kv, int64_t kv_stride_b, const float *kv_scale, int64_t S, int32_t b,
+                                 const int32_t *btab, int32_t n_blocks, int64_t r0, int64_t nr, int64_t row_bytes,
+                                 int64_t g_stride, uint8_t *g, float *gs, int32_t *bt_id) {
+    const int64_t nrow = nr * n_blocks * b, pieces = row_bytes / (int64_t)sizeof(P);
+    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < nrow * pieces; x += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t gr = x / pieces, pc = x % pieces, blk = gr / b;
+        const int32_t id = btab[(r0 + blk / n_blocks) * n_blocks + blk % n_blocks];
+        const int64_t key = (int64_t)id * b + gr % b;
+        P v;
+        memset(&v, 0, sizeof v);
+        if (id >= 0 && key < S) v = *(const P *)(kv + key * kv_stride_b + (int64_t)sizeof(P) * pc);
+        *(P *)(g + gr * g_stride + (int64_t)sizeof(P) * pc) = v;
+        if (pc == 0) {
+            if (kv_scale) gs[gr] = id >= 0 && key < S ? kv_scale[key] : 0.0f;
+            if (gr % b == 0) bt_id[blk] = (int32_t)blk;
+        }
+    }
+}
+
+/* ---- publication driver ------------------------------------------------------------------- */
+typedef struct blk_plan {
+    int64_t nbk, ld, rows;      /* blocks a row (S / b rounded up), buffer row length, rows a sub-chunk */
+    int n2;                     /* the finishing sort's size */
+    size_t sel_ws;              /* select.cu's workspace for a sub-chunk */
+    size_t ix_ws;               /* the ordinary top-k's indexer workspace */
+    size_t o_buf, o_se, o_sel, o_ix, total;
+} blk_plan;
+
+static ltk_indexer_args blk_plain_args(const ltk_blocks_args *ba) {
+    ltk_indexer_args a = ba->ix;
+    a.flags &= ~(LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX);
+    if (ba->ix.flags & LTK_FLAG_BY_INDEX) a.flags |= LTK_FLAG_UNSORTED;
+    return a;
+}
+
+static ltk_select_args blk_select_args(const ltk_blocks_args *ba, const blk_plan *p, int64_t rows) {
+    ltk_select_args sa;
+    memset(&sa, 0, sizeof sa);
+    sa.rows = rows;
+    sa.cols = p->nbk;
+    sa.k = ba->block_k;
+    sa.dtype = LTK_DTYPE_F32;
+    sa.row_stride = p->ld;
+    sa.out_stride = ba->blocks_stride;
+    sa.flags = LTK_FLAG_ABSOLUTE;
+    if (ba->ix.flags & (LTK_FLAG_UNSORTED | LTK_FLAG_BY_INDEX)) sa.flags |= LTK_FLAG_UNSORTED;
+    return sa;
+}
+
+static ltk_status blk_make(const ltk_blocks_args *ba, const ltk_exec *e, blk_plan *p) {
+    memset(p, 0, sizeof *p);
+    const ltk_indexer_args *a = &ba->ix;
+    const int64_t T = a->T;
+    p->nbk = a->S > 0 ? ceil_div(a->S, ba->block_size) : 1;
+    p->ld = (p->nbk + 63) / 64 * 64;
+    int64_t rows = (int64_t)(BLK_BUDGET / ((size_t)p->ld * 4));
+    rows = rows < 1 ? 1 : rows;
+    p->rows = T < rows ? (T > 0 ? T : 1) : rows;
+    p->n2 = pow2_at_least(ba->block_k);
+    ltk_exec se = *e;
+    se.stats = NULL, se.workspace = NULL, se.workspace_bytes = 0;
+    ltk_select_args sa = blk_select_args(ba, p, p->rows);
+    size_t b1 = 0, b2 = 0;
+    LTK_FORWARD_IF(ltk_cuda_select_workspace(&sa, &se, &b1));
+    if (T % p->rows) {
+        sa.rows = T % p->rows;
+        LTK_FORWARD_IF(ltk_cuda_select_workspace(&sa, &se, &b2));
+    }
+    p->sel_ws = b1 > b2 ? b1 : b2;
+    if (a->k > 0 && a->out_idx) {
+        ltk_indexer_args ia = blk_plain_args(ba);
+        LTK_FORWARD_IF(ltk_cuda_indexer_workspace(&ia, &se, &p->ix_ws));
+    }
+    p->o_buf = 0;
+    p->o_se = ltk_al256((size_t)p->rows * (size_t)p->ld * 4);
+    p->o_sel = p->o_se + ltk_al256(8 * (size_t)p->rows);
+    p->o_ix = p->o_sel + ltk_al256(p->sel_ws);
+    p->total = p->o_ix + ltk_al256(p->ix_ws) + 256;
+    return LTK_OK;
+}
+
+extern "C" ltk_status ltk_cuda_blocks_workspace(const ltk_blocks_args *ba, const ltk_exec *e, size_t *bytes) {
+    blk_plan p;
+    LTK_FORWARD_IF(blk_make(ba, e, &p));
+    *bytes = p.total;
+    return LTK_OK;
+}
+
+extern "C" ltk_status ltk_cuda_blocks(const ltk_blocks_args *ba, const ltk_exec *e, void *wsv, size_t ws_bytes) {
+    blk_plan p;
+    LTK_FORWARD_IF(blk_make(ba, e, &p));
+    if (ws_bytes < p.total)
+        return ltk_error(LTK_EWORKSPACE, "workspace of %zu bytes is smaller than the %zu bytes required", ws_bytes, p.total);
+    const ltk_indexer_args *a = &ba->ix;
+    cudaStream_t st = (cudaStream_t)e->stream;
+    uint8_t *ws = (uint8_t *)(uintptr_t)ltk_al256((uintptr_t)wsv);
+    const int64_t T = a->T;
+    if (e->stats) {
+        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
+        e->stats->rows = T;
+    }
+    if (T == 0) return LTK_OK;
+    const size_t fin_smem = 8 * (size_t)p.n2;
+    LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)cx_blk_finish_kernel, fin_smem));
+    float *buf = (float *)(ws + p.o_buf);
+    int32_t *starts = (int32_t *)(ws + p.o_se), *ends = starts + p.rows;
+    ltk_trace tr;
+    ltk_trace_begin(&tr, st);
+    for (int64_t r0 = 0; r0 < T; r0 += p.rows) {
+        const int64_t nr = T - r0 < p.rows ? T - r0 : p.rows;
+        int direct = 1;
+        if (a->S > 0) LTK_FORWARD_IF(ltk_cuda_blockmax_scan(a, ba->block_size, r0, nr, buf, p.ld, &direct, st));
+        LTK_FORWARD_IF(ltk_trace_step(&tr, st, "blocks: block-max scan rows %lld+%lld%s", (long long)r0, (long long)nr,
+                                      direct ? "" : " (atomic)"));
+        const unsigned g = (unsigned)(nr < 65535 ? nr : 65535);
+        cx_blk_ranges_kernel<<<g, 256, 0, st>>>(a->ks, a->ke, r0, nr, a->S, ba->block_size, starts, ends, buf, p.ld,
+                                                !direct);
+        LTK_CUDA_TRY(cudaGetLastError());
+        ltk_select_args sa = blk_select_args(ba, &p, nr);
+        sa.scores = buf;
+        sa.starts = starts;
+        sa.ends = ends;
+        sa.out_idx = ba->out_blocks + r0 * ba->blocks_stride;
+        sa.out_scores = ba->out_block_scores ? ba->out_block_scores + r0 * ba->blocks_stride : NULL;
+        ltk_exec se;
+        memset(&se, 0, sizeof se);
+        se.backend = LTK_BACKEND_CUDA;
+        se.stream = (void *)st;
+        se.workspace = ws + p.o_sel;
+        se.workspace_bytes = p.sel_ws;
+        LTK_FORWARD_IF(ltk_cuda_select(&sa, &se, ws + p.o_sel, p.sel_ws));
+        LTK_FORWARD_IF(ltk_trace_step(&tr, st, "blocks: ranges + select of %d", ba->block_k));
+        cx_blk_finish_kernel<<<g, SORT_THREADS, fin_smem, st>>>(a->ks, a->ke, r0, nr, a->S, ba->block_size, ba->block_k,
+                                                                a->flags, ba->out_blocks, ba->out_block_scores,
+                                                                ba->blocks_stride, buf, p.ld, p.n2);
+        LTK_CUDA_TRY(cudaGetLastError());
+        LTK_FORWARD_IF(ltk_trace_step(&tr, st, "blocks: finish"));
+    }
+    if (a->k > 0 && a->out_idx) { /* the row's ordinary top-k: the indexer on the same inputs */
+        ltk_indexer_args ia = blk_plain_args(ba);
+        ltk_exec ie = *e;
+        ie.stats = NULL;
+        ie.workspace = ws + p.o_ix;
+        ie.workspace_bytes = p.ix_ws;
+        LTK_FORWARD_IF(ltk_cuda_indexer(&ia, &ie, ws + p.o_ix, p.ix_ws));
+        LTK_FORWARD_IF(ltk_trace_step(&tr, st, "blocks: the ordinary top-k"));
+        if (a->flags & LTK_FLAG_BY_INDEX) {
+            const int n2 = pow2_at_least(a->k);
+            LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)cx_sort_kernel, 8 * (size_t)n2));
+            cx_sort_kernel<<<(unsigned)(T < 65535 ? T : 65535), SORT_THREADS, 8 * (size_t)n2, st>>>(
+                a->out_idx, a->out_scores, a->out_stride, a->k, T, n2);
+            LTK_CUDA_TRY(cudaGetLastError());
+        }
+    }
+    return LTK_OK;
+}
+
+/* ---- consumer driver ---------------------------------------------------------------------- */
+typedef struct cand_plan {
+    ltk_indexer_args ia; /* the paged indexer call over the listed blocks (columns, absolute) */
+    ltk_paged_src pg;
+    int n2_prep, n2_map, materialize;
+    int64_t grows;                /* materialize: rows a gathered sub-chunk */
+    int64_t row_bytes, g_stride;  /* materialize: a key row's bytes, gathered at this stride */
+    size_t o_bt, o_cs, o_ce, o_g, o_gs, o_gbt, o_ix, ix_bytes, total;
+} cand_plan;
+
+static ltk_status cand_make(const ltk_candidates_args *ca, const ltk_exec *e, int sizing, cand_plan *p) {
+    memset(p, 0, sizeof *p);
+    const ltk_indexer_args *a = &ca->ix;
+    const int64_t T = a->T, b = ca->block_size, nb = ca->n_blocks, cols = nb * b;
+    const size_t es = ltk_dtype_size(a->dtype);
+    p->materialize = e->algo == LTK_ALGO_MATERIALIZE;
+    p->n2_prep = pow2_at_least(nb);
+    p->n2_map = pow2_at_least(a->k);
+    ltk_indexer_args *ia = &p->ia;
+    *ia = *a;
+    ia->S = cols;
+    ia->kv = NULL;
+    ia->kv_scale = NULL;
+    ia->state = NULL;
+    ia->flags = LTK_FLAG_ABSOLUTE | ((a->flags & (LTK_FLAG_UNSORTED | LTK_FLAG_BY_INDEX)) ? LTK_FLAG_UNSORTED : 0u);
+    ltk_paged_src *g = &p->pg;
+    g->cache = (const uint8_t *)a->kv;
+    g->nblocks = a->S > 0 ? ceil_div(a->S, b) : 1;
+    g->bkv = (int32_t)b;
+    g->max_blocks = (int32_t)nb;
+    g->next_n = 1;
+    g->contig = 1;
+    g->scale = a->kv_scale;
+    g->kv_stride = a->kv_stride_s;
+    g->nkeys = a->S > 0 ? a->S : 1;
+    g->bt_stride = nb;
+    p->o_bt = 0;
+    p->o_cs = ltk_al256(4 * (size_t)T * (size_t)nb);
+    p->o_ce = p->o_cs + ltk_al256(4 * (size_t)(T > 0 ? T : 1));
+    size_t at = p->o_ce + ltk_al256(4 * (size_t)(T > 0 ? T : 1));
+    int64_t rows_ix = T;
+    if (p->materialize) {
+        p->row_bytes = (int64_t)a->D * (int64_t)es;
+        p->g_stride = (p->row_bytes + 15) / 16 * 16;
+        const size_t per_row = (size_t)cols * ((size_t)p->g_stride + 4) + 4 * (size_t)nb;
+        int64_t r = (int64_t)(GATHER_BUDGET / per_row);
+        r = r < 1 ? 1 : r;
+        p->grows = T < r ? (T > 0 ? T : 1) : r;
+        p->o_g = at;
+        at += ltk_al256((size_t)p->grows * (size_t)cols * (size_t)p->g_stride);
+        p->o_gs = at;
+        at += ltk_al256((size_t)p->grows * (size_t)cols * 4);
+        p->o_gbt = at;
+        at += ltk_al256((size_t)p->grows * (size_t)nb * 4);
+        rows_ix = p->grows;
+        g->cache = (const uint8_t *)(uintptr_t)256; /* (sizing: any aligned non-NULL address) */
+        g->nblocks = p->grows * nb;
+        g->kv_stride = p->g_stride / (int64_t)es;
+        g->nkeys = p->grows * cols;
+    }
+    p->o_ix = at;
+    if (sizing) {
+        ltk_indexer_args x = *ia;
+        x.T = rows_ix;
+        x.ks = x.ke = (const int32_t *)(uintptr_t)256; /* planned with ranges present, as the call runs */
+        ltk_exec ie = *e;
+        ie.algo = e->algo == LTK_ALGO_SCORE_ONLY ? LTK_ALGO_SCORE_ONLY : LTK_ALGO_FUSED;
+        ie.stats = NULL;
+        size_t b1 = 0, b2 = 0;
+        LTK_FORWARD_IF(ltk_cuda_indexer_paged_workspace(&x, g, &ie, &b1));
+        if (p->materialize && T % p->grows) { /* (the last sub-chunk's plan) */
+            x.T = T % p->grows;
+            LTK_FORWARD_IF(ltk_cuda_indexer_paged_workspace(&x, g, &ie, &b2));
+        }
+        p->ix_bytes = b1 > b2 ? b1 : b2;
+    }
+    p->total = p->o_ix + p->ix_bytes + 256;
+    return LTK_OK;
+}
+
+extern "C" ltk_status ltk_cuda_candidates_workspace(const ltk_candidates_args *ca, const ltk_exec *e, size_t *bytes) {
+    cand_plan p;
+    LTK_FORWARD_IF(cand_make(ca, e, 1, &p));
+    *bytes = p.total;
+    return LTK_OK;
+}
+
+extern "C" ltk_status ltk_cuda_candidates(const ltk_candidates_args *ca, const ltk_exec *e, void *wsv, size_t ws_bytes) {
+    cand_plan p;
+    LTK_FORWARD_IF(cand_make(ca, e, 0, &p)); /* (p.total without the indexer's part, which checks its own) */
+    if (ws_bytes < p.total)
+        return ltk_error(LTK_EWORKSPACE, "workspace of %zu bytes is smaller than the %zu bytes required", ws_bytes, p.total);
+    const ltk_indexer_args *a = &ca->ix;
+    cudaStream_t st = (cudaStream_t)e->stream;
+    uint8_t *ws = (uint8_t *)(uintptr_t)ltk_al256((uintptr_t)wsv);
+    const size_t ix_room = ws_bytes - (size_t)(ws - (uint8_t *)wsv) - p.o_ix;
+    const int64_t T = a->T, b = ca->block_size, nb = ca->n_blocks;
+    if (e->stats) {
+        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
+        e->stats->rows = T;
+    }
+    if (T == 0) return LTK_OK;
+    int32_t *btab = (int32_t *)(ws + p.o_bt), *cs = (int32_t *)(ws + p.o_cs), *ce = (int32_t *)(ws + p.o_ce);
+    LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)cx_prep_kernel, 8 * (size_t)p.n2_prep));
+    const int by_index = (a->flags & LTK_FLAG_BY_INDEX) != 0;
+    const size_t map_smem = by_index ? 8 * (size_t)p.n2_map : 0;
+    LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)cx_map_kernel, map_smem));
+    const unsigned grow = (unsigned)(T < 65535 ? T : 65535);
+    cx_prep_kernel<<<grow, SORT_THREADS, 8 * (size_t)p.n2_prep, st>>>(a->ks, a->ke, T, a->S, (int32_t)b, ca->blocks,
+                                                                     ca->blocks_stride, (int32_t)nb, btab, cs, ce,
+                                                                     p.n2_prep);
+    LTK_CUDA_TRY(cudaGetLastError());
+    ltk_trace tr;
+    ltk_trace_begin(&tr, st);
+    LTK_FORWARD_IF(ltk_trace_step(&tr, st, "candidates: prep"));
+    ltk_exec ie = *e;
+    ie.algo = e->algo == LTK_ALGO_SCORE_ONLY ? LTK_ALGO_SCORE_ONLY : LTK_ALGO_FUSED; /* (score only: the scan alone) */
+    ie.stats = NULL;
+    if (!p.materialize) {
+        p.pg.bt = btab;
+        p.ia.ks = cs;
+        p.ia.ke = ce;
+        LTK_FORWARD_IF(ltk_cuda_indexer_paged(&p.ia, &p.pg, &ie, ws + p.o_ix, ix_room));
+    } else {
+        const size_t es = ltk_dtype_size(a->dtype);
+        const uintptr_t align = (uintptr_t)a->kv | (uintptr_t)(a->kv_stride_s * (int64_t)es) | (uintptr_t)p.row_bytes;
+        for (int64_t r0 = 0; r0 < T; r0 += p.grows) {
+            const int64_t nr = T - r0 < p.grows ? T - r0 : p.grows;
+            uint8_t *g = ws + p.o_g;
+            float *gs = (float *)(ws + p.o_gs);
+            int32_t *gbt = (int32_t *)(ws + p.o_gbt);
+            const int64_t units = nr * nb * b * (p.row_bytes / ((align & 15) == 0 ? 16 : (align & 3) == 0 ? 4 : 1));
+            const unsigned grid = (unsigned)(units / 256 + 1 < 132 * 16 ? units / 256 + 1 : 132 * 16);
+#define CX_GATHER(P)                                                                                                   \
+    cx_gather_kernel<P><<<grid, 256, 0, st>>>((const uint8_t *)a->kv, a->kv_stride_s * (int64_t)es, a->kv_scale, a->S, \
+                                              (int32_t)b, btab, (int32_t)nb, r0, nr, p.row_bytes, p.g_stride, g, gs, gbt)
+            if ((align & 15) == 0) CX_GATHER(uint4);
+            else if ((align & 3) == 0) CX_GATHER(uint32_t);
+            else CX_GATHER(uint8_t);
+#undef CX_GATHER
+            LTK_CUDA_TRY(cudaGetLastError());
+            LTK_FORWARD_IF(ltk_trace_step(&tr, st, "candidates: gather rows %lld+%lld", (long long)r0, (long long)nr));
+            ltk_indexer_args x = p.ia;
+            x.T = nr;
+            x.q = (const uint8_t *)a->q + (size_t)r0 * (size_t)a->q_stride_t * es;
+            x.weights = a->weights + r0 * a->w_stride_t;
+            x.ks = cs + r0;
+            x.ke = ce + r0;
+            x.out_idx = a->out_idx + r0 * a->out_stride;
+            x.out_scores = a->out_scores ? a->out_scores + r0 * a->out_stride : NULL;
+            ltk_paged_src pg = p.pg;
+            pg.cache = g;
+            pg.bt = gbt;
+            pg.nblocks = nr * nb;
+            pg.nkeys = nr * nb * b;
+            pg.scale = a->kv_scale ? gs : NULL;
+            LTK_FORWARD_IF(ltk_cuda_indexer_paged(&x, &pg, &ie, ws + p.o_ix, ix_room));
+        }
+    }
+    if (e->algo == LTK_ALGO_SCORE_ONLY) return LTK_OK;
+    LTK_FORWARD_IF(ltk_trace_step(&tr, st, "candidates: scan + select"));
+    cx_map_kernel<<<grow, SORT_THREADS, map_smem, st>>>(a->out_idx, a->out_scores, a->out_stride, a->k, T, btab,
+                                                       (int32_t)nb, (int32_t)b, a->ks, a->S,
+                                                       (a->flags & LTK_FLAG_ABSOLUTE) != 0, by_index, p.n2_map);
+    LTK_CUDA_TRY(cudaGetLastError());
+    return LTK_OK;
+}
