@@ -79,13 +79,18 @@ __global__ void cx_blk_ranges_kernel(const int32_t *ks, const int32_t *ke, int64
     }
 }
 
+/* The finishing kernel's bitmap of a row's blocks, in words: rows of up to 64K blocks (S = 512K in
+ * blocks of 8) put their list in ascending order by it, longer ones by a bitonic sort. Why: the
+ * sort of 2048 ids a row was ~0.5 ms of the publication at T = 8192, S = 256K (H200). */
+#define CX_BITS 2048
+
 /* The contract's row rules over the select's output (litetopk.h, ltk_blocks_topk): a row of at
  * most block_k blocks returned whole (ascending, unscored) where loose and unscored; the newest
  * partial block first at +inf (PIN_NEWEST); ascending ids (BY_INDEX). Pinned rows by rank (the
  * select sorted them): the others are the first block_k - 1 of its list without the pinned one.
  * Pinned rows in any order (the select left them unsorted): the pinned block's slot is the one
  * it holds, else the worst of the list's (the least block maximum in ORDER, from buf), and
- * BY_INDEX sorts them after. Why not sorted by rank first: the by-rank sort of 2048 of 32K blocks
+ * BY_INDEX orders them after (their scores again from buf). Why not sorted by rank first: the by-rank sort of 2048 of 32K blocks
  * is then skipped, and the by-index sort is needed either way. */
 __global__ void __launch_bounds__(SORT_THREADS)
     cx_blk_finish_kernel(const int32_t *ks, const int32_t *ke, int64_t r0, int64_t nr, int64_t S, int32_t b,
@@ -94,6 +99,8 @@ __global__ void __launch_bounds__(SORT_THREADS)
     extern __shared__ uint64_t cx_s[];
     __shared__ int pin_at;
     __shared__ unsigned long long worst;
+    __shared__ uint32_t bits_s[CX_BITS];
+    __shared__ uint32_t warp_sums[SORT_THREADS / 32];
     const int loose = (flags & (LTK_FLAG_UNSORTED | LTK_FLAG_BY_INDEX)) != 0, by = (flags & LTK_FLAG_BY_INDEX) != 0;
     for (int64_t r = blockIdx.x; r < nr; r += gridDim.x) {
         int64_t lo, hi;
@@ -143,7 +150,30 @@ __global__ void __launch_bounds__(SORT_THREADS)
             }
             __syncthreads();
         }
-        if (by) cx_sort_row_by_index(ob, os, m, n2, cx_s);
+        if (by && nb <= CX_BITS * 32) { /* a bitmap of the row's blocks, read in order */
+            for (int w = threadIdx.x; w < CX_BITS; w += SORT_THREADS) bits_s[w] = 0u;
+            __syncthreads();
+            for (int j = threadIdx.x; j < m; j += SORT_THREADS) {
+                const int64_t x = ob[j] - j0;
+                atomicOr(&bits_s[x >> 5], 1u << (x & 31));
+            }
+            __syncthreads();
+            const int nw = (int)((nb + 31) / 32), per = (CX_BITS + SORT_THREADS - 1) / SORT_THREADS;
+            const int w0 = threadIdx.x * per;
+            uint32_t mine = 0, total;
+            for (int w = w0; w < w0 + per && w < nw; w++) mine += __popc(bits_s[w]);
+            uint32_t at = ltk_block_scan(mine, warp_sums, &total);
+            for (int w = w0; w < w0 + per && w < nw; w++)
+                for (uint32_t v = bits_s[w]; v; v &= v - 1) {
+                    const int64_t id = j0 + 32 * w + __ffs(v) - 1;
+                    ob[at] = (int32_t)id;
+                    if (os) os[at] = id == pin ? __int_as_float(0x7f800000) : buf[r * ld + id];
+                    at++;
+                }
+            __syncthreads();
+        } else if (by) {
+            cx_sort_row_by_index(ob, os, m, n2, cx_s);
+        }
     }
 }
 
@@ -184,8 +214,12 @@ __global__ void __launch_bounds__(SORT_THREADS)
             const bool ok = j >= 0 && j < nbk && j * b < hi && (j + 1) * b > lo;
             cx_s[i] = ok ? (uint64_t)(0xffffffffu - (uint32_t)j) : 0ull;
         }
+        /* a list already ascending (a publication's BY_INDEX output, -1 padding and repeats
+         * after) is left as it is */
         __syncthreads();
-        ltk_bitonic_desc(cx_s, n2);
+        bool ordered = true;
+        for (int i = threadIdx.x; i + 1 < n2; i += SORT_THREADS) ordered &= cx_s[i] >= cx_s[i + 1];
+        if (!__syncthreads_and(ordered)) ltk_bitonic_desc(cx_s, n2);
         /* keep the first of each run of equal ids: thread x owns sorted positions [x per, x per + per) */
         const int i0 = threadIdx.x * per;
         uint32_t mine = 0;

@@ -241,11 +241,6 @@ static __device__ __forceinline__ void ltk_cp_async16_n(uint32_t dst, const void
 static __device__ __forceinline__ void ltk_cp_async_mbar_arrive_noinc(uint64_t *bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(ltk_smem_addr(bar)) : "memory");
 }
-/* Orders this thread's shared-memory writes (stores, completed cp.async) before later reads of them
- * by the async proxy (wgmma, TMA stores), once made visible (a barrier). */
-static __device__ __forceinline__ void ltk_fence_proxy_async_smem() {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
 static __device__ __forceinline__ void ltk_cp_async_commit() { LTK_SM80(asm volatile("cp.async.commit_group;" ::: "memory")); }
 /* Waits until at most N committed groups are still in flight. */
 template <int N> static __device__ __forceinline__ void ltk_cp_async_wait() {

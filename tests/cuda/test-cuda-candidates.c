@@ -157,7 +157,13 @@ static void blocks_case(const prob *p, int32_t b, int32_t bk, int32_t k, uint32_
 }
 
 /* ---- ltk_candidates_topk ------------------------------------------------------------------------ */
-/* Lists of n ids a row: mostly blocks of the row's range in random order, with repeats, -1, ids past
+/* Ascending ids, -1 (any negative) last. */
+static int cmp_listed(const void *a, const void *b) {
+    const uint32_t x = (uint32_t)*(const int32_t *)a, y = (uint32_t)*(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Lists of n ids a row (every third row ascending, as a publication's BY_INDEX output): mostly blocks of the row's range in random order, with repeats, -1, ids past
  * the keys and blocks outside the range mixed in. */
 static int32_t *make_lists(const prob *p, int32_t b, int32_t n, int64_t ld) {
     int32_t *l = malloc(sizeof(int32_t) * (size_t)(p->T * ld + 1));
@@ -173,6 +179,7 @@ static int32_t *make_lists(const prob *p, int32_t b, int32_t n, int64_t ld) {
             else if (u == 3 && i > 0) id = l[t * ld + i - 1];
             l[t * ld + i] = (int32_t)id;
         }
+        if (t % 3 == 0) qsort(l + t * ld, (size_t)n, sizeof(int32_t), cmp_listed); /* a publication's order */
         for (int64_t i = n; i < ld; i++) l[t * ld + i] = -7; /* past n_blocks: not read */
     }
     return l;
