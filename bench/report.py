@@ -296,9 +296,38 @@ def cpu():
     return "\n\n".join(out) if out else None
 
 
+def blocks_h200():
+    run = newest_run(load("h200", "blocks"), "litetopk bench blocks")
+    if not run:
+        return None
+    by = {(r["block_size"], r["call"], r["algo"]): r for r in run}
+    rows = []
+    for b in sorted({r["block_size"] for r in run}):
+        pub, plain = by.get((b, "blocks", "fused")), by.get((b, "indexer", "fused"))
+        cons, cmat = by.get((b, "candidates", "fused")), by.get((b, "candidates", "materialize"))
+        if not (pub and plain and cons):
+            continue
+        rows.append([f"b={b}, {pub['block_k']} blocks, k={cons['k']}", ms(pub["median_ms"]), ms(plain["median_ms"]),
+                     f"{pub['median_ms'] / plain['median_ms']:.3f}x", ms(cons["median_ms"]),
+                     ms(cons.get("read_floor_ms")),
+                     f"{cons['median_ms'] / cons['read_floor_ms']:.3f}x" if cons.get("read_floor_ms") else "",
+                     ms(cmat["median_ms"]) if cmat else "", words(cons["median_ms"], cmat["median_ms"] if cmat else None,
+                                                                  "materialize")])
+    r0 = run[0]
+    return ("DeepSeek-V4.1's candidate indexer (`ltk_blocks_topk`, `ltk_candidates_topk`), T=" + str(r0["T"])
+            + f", S={size(r0['S'])} compressed keys, H={r0['H']}, e4m3, causal; the publication pins the newest "
+            "block and returns ids ascending, the consumer scores the published lists, "
+            + provenance(run, "bench/results/h200/blocks.jsonl")
+            + ". Read floor: the listed keys (rows of 128 B and a 4-byte scale) read once at the copy rate measured "
+            "in the process; the consumer's materialize gathers them densely first, then the indexer's dense path.\n\n"
+            + table(["shape", "publication", "plain fused indexer", "publication / plain", "consumer",
+                     "consumer read floor", "consumer / floor", "consumer materialize", "consumer vs materialize"],
+                    rows))
+
+
 TABLES = {"dsa-h200": dsa_h200, "prefill-h200": prefill_h200, "knn-h200": knn_h200, "select-h200": select_h200,
           "select-dist-h200": select_dist_h200,
-          "decode-h200": decode_h200,
+          "decode-h200": decode_h200, "blocks-h200": blocks_h200,
           "cpu": cpu}
 
 

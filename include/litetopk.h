@@ -373,8 +373,8 @@ LTK_API ltk_status ltk_decode_topk(const ltk_decode_args *args, const ltk_exec *
  * A row of at most ix.k candidate keys returns them ascending, unscored, when LTK_FLAG_UNSORTED or
  * LTK_FLAG_BY_INDEX is set and ix.out_scores is NULL.
  * Limits: 1 <= block_size <= LTK_BLOCK_MAX_SIZE, 1 <= block_k, n_blocks <= LTK_BLOCKS_MAX_K, the
- * rest as the indexer's; ix.state must be NULL. Backends: ref and CPU (the CUDA backend answers
- * LTK_EUNSUPPORTED until it has these operations).
+ * rest as the indexer's; ix.state must be NULL. Backends: ref, CPU and CUDA (device pointers,
+ * lists and ranges read on the device; graph-safe).
  * ------------------------------------------------------------------------------------------- */
 typedef struct ltk_blocks_args {
     ltk_indexer_args ix;       /* the scores' inputs and ranges; the ordinary top-k (ix.k = 0: none) */

@@ -6,7 +6,7 @@
  * errors. Inputs lie on dyadic grids, so that every score is exact in float64 whatever the
  * summation order (the CPU's fp32 canonical scores too): every backend and the brute force must
  * agree bit for bit, and ties are frequent. On the CPU also: e4m3 inputs against its own indexer
- * (the same scores), and a caller's workspace. CUDA has no such operations yet (LTK_EUNSUPPORTED). */
+ * (the same scores), and a caller's workspace. The CUDA backend: tests/cuda/test-cuda-candidates.c. */
 #include "harness.h"
 
 #include "litetopk.h"
@@ -430,13 +430,6 @@ static void test_bad_args(void) {
         c0.ix.T = 0;
         CHECK(ltk_blocks_topk(&b0, &ex) == LTK_OK && ltk_candidates_topk(&c0, &ex) == LTK_OK, "T = 0 on %s: %s",
               ltk_backend_name(ex.backend), ltk_last_error());
-    }
-    /* a backend without the operations says so (CUDA, where it is built and a device answers) */
-    if (ltk_backend_available(LTK_BACKEND_CUDA)) {
-        ltk_exec cu = ref_exec;
-        cu.backend = LTK_BACKEND_CUDA;
-        CHECK(ltk_blocks_topk(&a, &cu) == LTK_EUNSUPPORTED, "blocks on the CUDA backend: not LTK_EUNSUPPORTED");
-        CHECK(ltk_candidates_topk(&c, &cu) == LTK_EUNSUPPORTED, "candidates on the CUDA backend: not LTK_EUNSUPPORTED");
     }
     /* the CPU's workspace: the size query, a caller's buffer, one byte short refused */
     {

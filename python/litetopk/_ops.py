@@ -528,7 +528,7 @@ def blocks_topk(q, kv, kv_scale, weights, ks, ke, n_blocks, *, block_size=8, pin
 
     Returns ``blocks`` (int32 ``[T, n_blocks]``, absolute block ids ``s // block_size``, -1
     padding), then ``block_scores`` with ``return_scores``, then ``indices`` (and ``scores``) of
-    the ordinary top-k when ``topk > 0``. Backends: ref and cpu (CUDA: not yet).
+    the ordinary top-k when ``topk > 0``. Backends: ref, cpu and cuda.
     """
     a, ctx, ia, sca, keep = _indexer_prepare(q, kv, kv_scale, weights, ks, ke, topk if topk > 0 else 1, relative,
                                              sorted, return_scores and topk > 0, None, None, backend, algo, dtype,
@@ -564,7 +564,7 @@ def candidates_topk(q, kv, kv_scale, weights, ks, ke, blocks, topk, *, block_siz
     Inputs as :func:`indexer_topk`, plus ``blocks`` (int32 ``[T, n]``, block ids of ``block_size``
     keys, any order; repeats count once; -1 and ids outside the keys list nothing). Only a listed
     block's keys inside ``[ks, ke)`` are candidates. Returns what :func:`indexer_topk` returns
-    (``by_index``: ascending keys). Backends: ref and cpu (CUDA: not yet).
+    (``by_index``: ascending keys). Backends: ref, cpu and cuda.
     """
     a, ctx, ia, sca, keep = _indexer_prepare(q, kv, kv_scale, weights, ks, ke, topk, relative, sorted,
                                              return_scores, None, out, backend, algo, dtype, num_threads, stream)
