@@ -397,6 +397,44 @@ LTK_API ltk_status ltk_candidates_workspace_size(const ltk_candidates_args *args
 LTK_API ltk_status ltk_candidates_topk(const ltk_candidates_args *args, const ltk_exec *exec);
 
 /* ---------------------------------------------------------------------------------------------
+ * The candidate indexer's decode forms: the keys of ltk_decode_args' paged FP8 cache, row t of
+ * request b = t / next_n seeing positions [0, len_t) (lens or seq_lens, as ltk_decode_topk). Block
+ * j holds logical positions [j*b, (j+1)*b) of the request (b = block_size, ids from position 0);
+ * the rest as the prefill forms above with ks[t] = 0 and ke[t] = len_t.
+ *
+ * ltk_decode_blocks_topk: out_blocks [B*next_n, block_k] logical block ids (and scores), ranked,
+ * pinned, ordered and padded as ltk_blocks_topk's; dx.k >= 1 with dx.out_idx also returns the
+ * row's ordinary top-k exactly as ltk_decode_topk (positions, or slots with LTK_FLAG_PHYSICAL);
+ * dx.k = 0 with dx.out_idx NULL: blocks only. Flags: LTK_FLAG_UNSORTED, LTK_FLAG_BY_INDEX,
+ * LTK_FLAG_PIN_NEWEST, LTK_FLAG_PHYSICAL (the ordinary top-k's slots).
+ * ltk_decode_candidates_topk: blocks [B*next_n, n_blocks] logical block ids a row, in any order
+ * (repeats once; an id with no position below the row's length lists nothing); out_idx the exact
+ * top dx.k of the listed positions as ltk_decode_topk returns them (positions, or slots with
+ * LTK_FLAG_PHYSICAL; LTK_FLAG_BY_INDEX: ascending positions).
+ * Limits: as ltk_decode_topk's and the prefill forms'. Backends: ref and CPU (each request's keys
+ * are gathered, the publication's whole context, the consumer's listed blocks only, and the
+ * prefill form runs on them; the gather buffers are allocated by the call); the CUDA backend
+ * answers LTK_EUNSUPPORTED.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct ltk_decode_blocks_args {
+    ltk_decode_args dx;        /* the cache, the rows and their lengths; the ordinary top-k (dx.k = 0: none) */
+    int32_t block_size, block_k;
+    int32_t *out_blocks;
+    float *out_block_scores;
+    int64_t blocks_stride;     /* 0 means block_k */
+} ltk_decode_blocks_args;
+
+typedef struct ltk_decode_candidates_args {
+    ltk_decode_args dx;        /* the cache, the rows and their lengths, k and the outputs */
+    int32_t block_size, n_blocks;
+    const int32_t *blocks;
+    int64_t blocks_stride;     /* 0 means n_blocks */
+} ltk_decode_candidates_args;
+
+LTK_API ltk_status ltk_decode_blocks_topk(const ltk_decode_blocks_args *args, const ltk_exec *exec);
+LTK_API ltk_status ltk_decode_candidates_topk(const ltk_decode_candidates_args *args, const ltk_exec *exec);
+
+/* ---------------------------------------------------------------------------------------------
  * kNN top-k (brute force)
  *   queries [B, D], base [N, D] (dtype F32, F16 or BF16; strides in elements, 0 = D)
  *   out_idx [B, k] int64 (-1 padding), out_scores [B, k] fp32 or NULL (padding: -inf, or +inf for L2)

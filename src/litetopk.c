@@ -359,6 +359,62 @@ static ltk_status candidates_fill(const ltk_candidates_args *in, ltk_candidates_
     return LTK_OK;
 }
 
+/* The decode forms' cache and rows (dx) as decode_fill takes them, with the candidate flags
+ * and (blocks_only) dx.k = 0 for no ordinary top-k; host backends only. */
+static ltk_status cand_dx_fill(const ltk_decode_args *in, ltk_decode_args *a, const ltk_backend_i *bi, int blocks_only,
+                               uint32_t extra_ok, const char *op) {
+    ltk_decode_args d = *in;
+    const int none = blocks_only && d.k == 0;
+    LTK_RETURN_IF(none && (d.out_idx || d.out_scores), LTK_EINVAL,
+                  "%s: dx.k = 0 (blocks only) with dx.out_idx or dx.out_scores given", op);
+    LTK_RETURN_IF(d.flags & ~(LTK_FLAG_UNSORTED | LTK_FLAG_PHYSICAL | extra_ok), LTK_EINVAL, "%s: unknown flags 0x%x", op,
+                  d.flags & ~(LTK_FLAG_UNSORTED | LTK_FLAG_PHYSICAL | extra_ok));
+    const uint32_t extra = d.flags & extra_ok;
+    static int32_t dummy_out;
+    d.flags &= ~extra_ok;
+    if (none) d.k = 1, d.out_idx = &dummy_out; /* (checked as a call of k = 1; no output is written) */
+    LTK_FORWARD_IF(decode_fill(&d, a, bi));
+    if (none) a->k = 0, a->out_idx = NULL, a->out_stride = 0;
+    a->flags |= extra;
+    LTK_RETURN_IF(!is_host_backend(bi), LTK_EUNSUPPORTED, "%s: backend '%s' has no decode form of it yet (ref and cpu "
+                  "have)", op, bi->name);
+    return LTK_OK;
+}
+
+static ltk_status decode_blocks_fill(const ltk_decode_blocks_args *in, ltk_decode_blocks_args *a, const ltk_backend_i *bi) {
+    LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
+    *a = *in;
+    LTK_FORWARD_IF(cand_dx_fill(&in->dx, &a->dx, bi, 1, LTK_FLAG_BY_INDEX | LTK_FLAG_PIN_NEWEST, "decode blocks"));
+    LTK_RETURN_IF(a->block_size < 1 || a->block_size > LTK_BLOCK_MAX_SIZE, LTK_EINVAL,
+                  "decode blocks: block_size=%d out of [1, %d]", a->block_size, LTK_BLOCK_MAX_SIZE);
+    LTK_RETURN_IF(a->block_k < 1 || a->block_k > LTK_BLOCKS_MAX_K, LTK_EINVAL, "decode blocks: block_k=%d out of [1, %d]",
+                  a->block_k, LTK_BLOCKS_MAX_K);
+    if (a->blocks_stride == 0) a->blocks_stride = a->block_k;
+    LTK_RETURN_IF(a->blocks_stride < a->block_k, LTK_EINVAL, "decode blocks: blocks_stride=%lld < block_k=%d",
+                  (long long)a->blocks_stride, a->block_k);
+    LTK_RETURN_IF(a->dx.B > 0 && !a->out_blocks, LTK_EINVAL, "decode blocks: out_blocks is required");
+    LTK_CHECK_ALIGNED(a->out_blocks, 4);
+    LTK_CHECK_ALIGNED(a->out_block_scores, 4);
+    return LTK_OK;
+}
+
+static ltk_status decode_candidates_fill(const ltk_decode_candidates_args *in, ltk_decode_candidates_args *a,
+                                         const ltk_backend_i *bi) {
+    LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
+    *a = *in;
+    LTK_FORWARD_IF(cand_dx_fill(&in->dx, &a->dx, bi, 0, LTK_FLAG_BY_INDEX, "decode candidates"));
+    LTK_RETURN_IF(a->block_size < 1 || a->block_size > LTK_BLOCK_MAX_SIZE, LTK_EINVAL,
+                  "decode candidates: block_size=%d out of [1, %d]", a->block_size, LTK_BLOCK_MAX_SIZE);
+    LTK_RETURN_IF(a->n_blocks < 1 || a->n_blocks > LTK_BLOCKS_MAX_K, LTK_EINVAL,
+                  "decode candidates: n_blocks=%d out of [1, %d]", a->n_blocks, LTK_BLOCKS_MAX_K);
+    if (a->blocks_stride == 0) a->blocks_stride = a->n_blocks;
+    LTK_RETURN_IF(a->blocks_stride < a->n_blocks, LTK_EINVAL, "decode candidates: blocks_stride=%lld < n_blocks=%d",
+                  (long long)a->blocks_stride, a->n_blocks);
+    LTK_RETURN_IF(a->dx.B > 0 && !a->blocks, LTK_EINVAL, "decode candidates: blocks is required");
+    LTK_CHECK_ALIGNED(a->blocks, 4);
+    return LTK_OK;
+}
+
 /* ---- operations --------------------------------------------------------------------------- */
 ltk_status ltk_indexer_workspace_size(const ltk_indexer_args *args, const ltk_exec *exec, size_t *bytes) {
     ltk_clear_error();
@@ -581,4 +637,30 @@ ltk_status ltk_info(char *buf, size_t cap) {
     if (n < cap)
         snprintf(buf + n, cap - n, "auto resolves to: %s\n", ltk_backend_name(ltk_backend_resolve(LTK_BACKEND_AUTO)));
     return LTK_OK;
+}
+
+ltk_status ltk_decode_blocks_topk(const ltk_decode_blocks_args *args, const ltk_exec *exec) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_decode_blocks_args a;
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(decode_blocks_fill(args, &a, bi));
+    ltk_exec e;
+    memset(&e, 0, sizeof e);
+    if (exec) e = *exec;
+    e.backend = bi == &ltk_backend_ref ? LTK_BACKEND_REF : LTK_BACKEND_CPU; /* (the inner calls: not auto again) */
+    return ltk_decode_blocks_run(&a, &e);
+}
+
+ltk_status ltk_decode_candidates_topk(const ltk_decode_candidates_args *args, const ltk_exec *exec) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_decode_candidates_args a;
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(decode_candidates_fill(args, &a, bi));
+    ltk_exec e;
+    memset(&e, 0, sizeof e);
+    if (exec) e = *exec;
+    e.backend = bi == &ltk_backend_ref ? LTK_BACKEND_REF : LTK_BACKEND_CPU; /* (the inner calls: not auto again) */
+    return ltk_decode_candidates_run(&a, &e);
 }

@@ -132,6 +132,11 @@ static inline int32_t ltk_decode_out(const ltk_decode_args *a, int64_t b, int32_
     return ltk_decode_block(a, b, i) * a->block_kv + i % a->block_kv;
 }
 
+/* The candidate indexer's decode forms on the host backends (decode-candidates.c; arguments
+ * validated, strides resolved). */
+ltk_status ltk_decode_blocks_run(const ltk_decode_blocks_args *a, const ltk_exec *e);
+ltk_status ltk_decode_candidates_run(const ltk_decode_candidates_args *a, const ltk_exec *e);
+
 /* The backend an exec resolves to (checks availability and the exec fields). */
 ltk_status ltk_backend_lookup(const ltk_exec *e, const ltk_backend_i **out);
 

@@ -10,6 +10,7 @@
 #include "harness.h"
 
 #include "litetopk.h"
+#include "paged-cache.h"
 
 enum { H = 3, D = 8 };
 
@@ -450,9 +451,177 @@ static void test_bad_args(void) {
     free_inputs(&in);
 }
 
+/* ---- the decode forms ------------------------------------------------------------------------ */
+/* ltk_decode_blocks_topk and ltk_decode_candidates_topk over a paged cache of grid codes against
+ * the prefill forms (checked against the brute force above) on each request's keys, laid out
+ * contiguously here from the cache as the test built it, with ks = 0, ke = the rows' lengths;
+ * physical slots mapped here from the table. Both host backends, every flag. */
+typedef struct dprob {
+    int B, next_n, H, D, block_kv, max_len, max_blocks;
+    int64_t num_blocks, block_stride, bt_stride, rows;
+    uint8_t *cache, *q;
+    int32_t *table, *lens, *seq;
+    float *w;
+} dprob;
+
+static void dprob_make(dprob *p, int B, int next_n, int block_kv, int max_len) {
+    memset(p, 0, sizeof *p);
+    p->B = B, p->next_n = next_n, p->H = 4, p->D = 16, p->block_kv = block_kv, p->max_len = max_len;
+    p->rows = (int64_t)B * next_n;
+    p->max_blocks = (max_len + block_kv - 1) / block_kv;
+    p->num_blocks = (int64_t)B * p->max_blocks + 2;
+    p->block_stride = (int64_t)block_kv * (p->D + 4);
+    p->cache = malloc((size_t)(p->num_blocks * p->block_stride));
+    pc_fill_blocks(p->cache, p->num_blocks, p->block_stride, block_kv, p->D, 0, 1, 0);
+    p->bt_stride = p->max_blocks + 1;
+    p->table = pc_table(B, p->max_blocks, p->num_blocks, p->bt_stride);
+    p->lens = malloc(sizeof(int32_t) * (size_t)p->rows), p->seq = malloc(sizeof(int32_t) * (size_t)B);
+    pc_lens(B, next_n, 0, 8, max_len, p->seq, p->lens);
+    p->q = malloc((size_t)(p->rows * p->H * p->D));
+    for (int64_t x = 0; x < p->rows * p->H * p->D; x++) p->q[x] = pc_grid_code();
+    p->w = malloc(sizeof(float) * (size_t)(p->rows * p->H));
+    for (int64_t x = 0; x < p->rows * p->H; x++) p->w[x] = (float)rng_range(-8, 8) * 0.25f;
+}
+static void dprob_free(dprob *p) { free(p->cache), free(p->table), free(p->lens), free(p->seq), free(p->q), free(p->w); }
+
+static ltk_decode_args dprob_dx(const dprob *p, int32_t k, int32_t *oi, float *os, int64_t out_stride, uint32_t flags) {
+    ltk_decode_args d;
+    memset(&d, 0, sizeof d);
+    d.B = p->B, d.next_n = p->next_n, d.H = p->H, d.D = p->D, d.k = k, d.dtype = LTK_DTYPE_E4M3, d.q = p->q;
+    d.kv_cache = p->cache, d.num_blocks = p->num_blocks, d.block_kv = p->block_kv, d.block_stride = p->block_stride;
+    d.block_table = p->table, d.bt_stride = p->bt_stride, d.max_blocks = p->max_blocks, d.lens = p->lens;
+    d.max_len = p->max_len, d.weights = p->w, d.out_idx = oi, d.out_scores = os, d.out_stride = out_stride;
+    d.flags = flags;
+    return d;
+}
+
+/* Request b's rows as a prefill problem over its keys laid out contiguously (kv, scale: max_len). */
+static ltk_indexer_args dprob_ix(const dprob *p, int b, uint8_t *kv, float *scale, int32_t *ks, int32_t *ke, int32_t k,
+                                 int32_t *oi, float *os, int64_t out_stride, uint32_t flags) {
+    for (int i = 0; i < p->max_len; i++) {
+        const int32_t blk = p->table[b * p->bt_stride + i / p->block_kv];
+        const uint8_t *base = p->cache + blk * p->block_stride;
+        memcpy(kv + (size_t)i * p->D, base + (size_t)(i % p->block_kv) * p->D, (size_t)p->D);
+        memcpy(&scale[i], base + (size_t)p->block_kv * p->D + 4 * (size_t)(i % p->block_kv), 4);
+    }
+    for (int r = 0; r < p->next_n; r++) ks[r] = 0, ke[r] = p->lens[b * p->next_n + r];
+    ltk_indexer_args a;
+    memset(&a, 0, sizeof a);
+    a.T = p->next_n, a.S = p->max_len, a.H = p->H, a.D = p->D, a.k = k, a.dtype = LTK_DTYPE_E4M3;
+    a.q = p->q + (size_t)b * p->next_n * p->H * p->D, a.kv = kv, a.kv_scale = scale;
+    a.weights = p->w + (size_t)b * p->next_n * p->H, a.ks = ks, a.ke = ke;
+    a.out_idx = oi, a.out_scores = os, a.out_stride = out_stride, a.flags = flags | LTK_FLAG_ABSOLUTE;
+    return a;
+}
+
+static void to_slots(const dprob *p, int b, int32_t *row, int32_t k) {
+    for (int32_t j = 0; j < k; j++)
+        if (row[j] >= 0) row[j] = p->table[b * p->bt_stride + row[j] / p->block_kv] * p->block_kv + row[j] % p->block_kv;
+}
+
+static void decode_forms_case(int B, int next_n, int block_kv, int max_len, int32_t bsz, int32_t nblk, int32_t k,
+                              uint32_t flags, int scores, ltk_backend be) {
+    test_ctx("decode forms B=%d next_n=%d block_kv=%d max_len=%d b=%d blocks=%d k=%d flags=0x%x scores=%d on %s", B,
+             next_n, block_kv, max_len, bsz, nblk, k, flags, scores, ltk_backend_name(be));
+    dprob p;
+    dprob_make(&p, B, next_n, block_kv, max_len);
+    const int64_t R = p.rows, os_ = k + 1, bs_ = nblk + 2;
+    int32_t *gi = malloc(sizeof(int32_t) * (size_t)(R * os_)), *gb = malloc(sizeof(int32_t) * (size_t)(R * bs_));
+    float *gs = malloc(sizeof(float) * (size_t)(R * os_)), *gbs = malloc(sizeof(float) * (size_t)(R * bs_));
+    int32_t *ei = malloc(sizeof(int32_t) * (size_t)(next_n * os_)), *eb = malloc(sizeof(int32_t) * (size_t)(next_n * bs_));
+    float *es = malloc(sizeof(float) * (size_t)(next_n * os_)), *ebs = malloc(sizeof(float) * (size_t)(next_n * bs_));
+    uint8_t *kv = malloc((size_t)max_len * p.D + 1);
+    float *scale = malloc(sizeof(float) * (size_t)max_len + 4);
+    int32_t ks[8], ke[8];
+    const int64_t nbk = (max_len + bsz - 1) / bsz;
+    int32_t *lists = malloc(sizeof(int32_t) * (size_t)(R * nblk));
+    for (int64_t x = 0; x < R * nblk; x++) {
+        const int64_t u = rng_below(12);
+        lists[x] = u == 0 ? -1 : u == 1 ? (int32_t)(nbk + rng_below(4)) : (int32_t)rng_below(nbk > 0 ? nbk : 1);
+    }
+    ltk_exec e = {be, LTK_ALGO_FUSED, NULL, NULL, 0, 2, NULL};
+    const uint32_t pf = flags & ~LTK_FLAG_PHYSICAL, uns = (flags & LTK_FLAG_UNSORTED) && !(flags & LTK_FLAG_BY_INDEX);
+    /* publication */
+    memset(gb, 0x5a, sizeof(int32_t) * (size_t)(R * bs_)), memset(gi, 0x5a, sizeof(int32_t) * (size_t)(R * os_));
+    ltk_decode_blocks_args da;
+    memset(&da, 0, sizeof da);
+    da.dx = dprob_dx(&p, k, k ? gi : NULL, k && scores ? gs : NULL, k ? os_ : 0, flags);
+    da.block_size = bsz, da.block_k = nblk, da.out_blocks = gb, da.out_block_scores = scores ? gbs : NULL;
+    da.blocks_stride = bs_;
+    ltk_status st = ltk_decode_blocks_topk(&da, &e);
+    CHECK(st == LTK_OK, "decode blocks: %s", ltk_last_error());
+    for (int b = 0; b < B && st == LTK_OK; b++) {
+        ltk_blocks_args ba;
+        memset(&ba, 0, sizeof ba);
+        ba.ix = dprob_ix(&p, b, kv, scale, ks, ke, k, k ? ei : NULL, k && scores ? es : NULL, k ? os_ : 0,
+                         pf & ~LTK_FLAG_PIN_NEWEST);
+        ba.ix.flags |= pf & LTK_FLAG_PIN_NEWEST;
+        ba.block_size = bsz, ba.block_k = nblk, ba.out_blocks = eb, ba.out_block_scores = scores ? ebs : NULL;
+        ba.blocks_stride = bs_;
+        ltk_exec re = {LTK_BACKEND_REF, LTK_ALGO_FUSED, NULL, NULL, 0, 1, NULL};
+        if (!CHECK(ltk_blocks_topk(&ba, &re) == LTK_OK, "prefill blocks: %s", ltk_last_error())) break;
+        for (int r = 0; r < next_n; r++) {
+            const int64_t t = (int64_t)b * next_n + r;
+            if (k && (flags & LTK_FLAG_PHYSICAL)) to_slots(&p, b, ei + r * os_, k);
+            same_row(gb + t * bs_, scores ? gbs + t * bs_ : NULL, eb + r * bs_, ebs + r * bs_, nblk, uns, "decode blocks", t);
+            if (k) same_row(gi + t * os_, scores ? gs + t * os_ : NULL, ei + r * os_, es + r * os_, k, uns, "decode blocks' top-k", t);
+        }
+    }
+    /* consumer */
+    if (k) {
+        memset(gi, 0x5a, sizeof(int32_t) * (size_t)(R * os_));
+        ltk_decode_candidates_args dc;
+        memset(&dc, 0, sizeof dc);
+        dc.dx = dprob_dx(&p, k, gi, scores ? gs : NULL, os_, flags & ~LTK_FLAG_PIN_NEWEST);
+        dc.block_size = bsz, dc.n_blocks = nblk, dc.blocks = lists, dc.blocks_stride = nblk;
+        st = ltk_decode_candidates_topk(&dc, &e);
+        CHECK(st == LTK_OK, "decode candidates: %s", ltk_last_error());
+        for (int b = 0; b < B && st == LTK_OK; b++) {
+            ltk_candidates_args ca;
+            memset(&ca, 0, sizeof ca);
+            ca.ix = dprob_ix(&p, b, kv, scale, ks, ke, k, ei, scores ? es : NULL, os_, pf & ~LTK_FLAG_PIN_NEWEST);
+            ca.block_size = bsz, ca.n_blocks = nblk, ca.blocks = lists + (size_t)b * next_n * nblk, ca.blocks_stride = nblk;
+            ltk_exec re = {LTK_BACKEND_REF, LTK_ALGO_FUSED, NULL, NULL, 0, 1, NULL};
+            if (!CHECK(ltk_candidates_topk(&ca, &re) == LTK_OK, "prefill candidates: %s", ltk_last_error())) break;
+            for (int r = 0; r < next_n; r++) {
+                const int64_t t = (int64_t)b * next_n + r;
+                if (flags & LTK_FLAG_PHYSICAL) to_slots(&p, b, ei + r * os_, k);
+                same_row(gi + t * os_, scores ? gs + t * os_ : NULL, ei + r * os_, es + r * os_, k, uns,
+                         "decode candidates", t);
+            }
+        }
+    }
+    free(gi), free(gb), free(gs), free(gbs), free(ei), free(eb), free(es), free(ebs), free(kv), free(scale), free(lists);
+    dprob_free(&p);
+}
+
+static void test_decode_forms(void) {
+    static const uint32_t fl[] = {0, LTK_FLAG_UNSORTED, LTK_FLAG_BY_INDEX, LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX,
+                                  LTK_FLAG_PHYSICAL, LTK_FLAG_PHYSICAL | LTK_FLAG_PIN_NEWEST | LTK_FLAG_UNSORTED};
+    for (int i = 0; i < 2; i++)
+        for (int f = 0; f < 6; f++) {
+            decode_forms_case(3, 2, 16, 300, 8, 12, 20, fl[f], f % 2, host_backends[i]);
+            decode_forms_case(2, 1, 32, 500, 16, 40, 0, fl[f] & ~LTK_FLAG_PHYSICAL, 1, host_backends[i]);
+            decode_forms_case(4, 3, 16, 200, 3, 30, 64, fl[f], (f + 1) % 2, host_backends[i]); /* b does not divide block_kv */
+        }
+    /* the CUDA backend has no decode forms yet: it says so */
+    if (ltk_backend_available(LTK_BACKEND_CUDA)) {
+        dprob p;
+        dprob_make(&p, 1, 1, 16, 64);
+        int32_t out[64];
+        ltk_decode_blocks_args da;
+        memset(&da, 0, sizeof da);
+        da.dx = dprob_dx(&p, 0, NULL, NULL, 0, 0);
+        da.block_size = 8, da.block_k = 4, da.out_blocks = out;
+        ltk_exec cu = {LTK_BACKEND_CUDA, LTK_ALGO_FUSED, NULL, NULL, 0, 1, NULL};
+        CHECK(ltk_decode_blocks_topk(&da, &cu) == LTK_EUNSUPPORTED, "decode blocks on CUDA: not LTK_EUNSUPPORTED");
+        dprob_free(&p);
+    }
+}
+
 int main(int argc, char **argv) {
     static const t_test tests[] = {T_ENTRY(test_blocks_vs_brute), T_ENTRY(test_candidates_vs_brute),
                                    T_ENTRY(test_candidates_all_blocks_is_indexer), T_ENTRY(test_cpu_e4m3_is_indexer),
-                                   T_ENTRY(test_bad_args)};
+                                   T_ENTRY(test_bad_args), T_ENTRY(test_decode_forms)};
     return T_RUN_ALL(tests);
 }

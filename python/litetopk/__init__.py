@@ -7,14 +7,15 @@ padded with index -1 and score -inf. See ``include/litetopk.h`` for the C contra
 from ._ffi import (BackendUnavailableError, CudaError, FileError, InternalError, InvalidArgumentError,
                    LiteTopKError, OutOfMemoryError, UnsupportedError, WorkspaceTooSmallError, candidate_paths,
                    library_path)
-from ._ops import (IndexerState, Stats, backend_available, backends, blocks_topk, candidates_topk, decode_topk,
+from ._ops import (IndexerState, Stats, backend_available, backends, blocks_topk, candidates_topk, decode_blocks_topk,
+                   decode_candidates_topk, decode_topk,
                    fp8_mqa_topk, fp8_paged_mqa_topk, indexer_topk, info, knn_topk, prefill, select_topk,
                    workspace_size)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "indexer_topk", "fp8_mqa_topk", "decode_topk", "blocks_topk", "candidates_topk", "fp8_paged_mqa_topk", "knn_topk", "select_topk", "prefill", "IndexerState", "Stats", "workspace_size",
+    "indexer_topk", "fp8_mqa_topk", "decode_topk", "blocks_topk", "candidates_topk", "decode_blocks_topk", "decode_candidates_topk", "fp8_paged_mqa_topk", "knn_topk", "select_topk", "prefill", "IndexerState", "Stats", "workspace_size",
     "info", "backends", "backend_available", "library_path", "candidate_paths",
     "LiteTopKError", "InvalidArgumentError", "UnsupportedError", "BackendUnavailableError", "OutOfMemoryError",
     "WorkspaceTooSmallError", "CudaError", "InternalError", "FileError",

@@ -245,6 +245,27 @@ class ltk_decode_args(ctypes.Structure):
     ]
 
 
+class ltk_decode_blocks_args(ctypes.Structure):
+    _fields_ = [
+        ("dx", ltk_decode_args),
+        ("block_size", ctypes.c_int32),
+        ("block_k", ctypes.c_int32),
+        ("out_blocks", ctypes.c_void_p),
+        ("out_block_scores", ctypes.c_void_p),
+        ("blocks_stride", ctypes.c_int64),
+    ]
+
+
+class ltk_decode_candidates_args(ctypes.Structure):
+    _fields_ = [
+        ("dx", ltk_decode_args),
+        ("block_size", ctypes.c_int32),
+        ("n_blocks", ctypes.c_int32),
+        ("blocks", ctypes.c_void_p),
+        ("blocks_stride", ctypes.c_int64),
+    ]
+
+
 class ltk_knn_args(ctypes.Structure):
     _fields_ = [
         ("B", ctypes.c_int64),
@@ -358,6 +379,8 @@ def _declare(lib):
         "ltk_blocks_topk": (st, [P, P]),
         "ltk_candidates_workspace_size": (st, [P, P, ctypes.POINTER(ctypes.c_size_t)]),
         "ltk_candidates_topk": (st, [P, P]),
+        "ltk_decode_blocks_topk": (st, [P, P]),
+        "ltk_decode_candidates_topk": (st, [P, P]),
     }
     for name, (res, args) in list(sig.items()) + list(optional.items()):
         try:

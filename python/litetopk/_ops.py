@@ -582,6 +582,63 @@ def candidates_topk(q, kv, kv_scale, weights, ks, ke, blocks, topk, *, block_siz
     return ia.obj
 
 
+
+def decode_blocks_topk(q, kv_cache, weights, lens, block_table, n_blocks, *, block_size=8, pin_newest=True,
+                       by_index=True, topk=0, physical=False, sorted=True, return_scores=False, block_kv=None,
+                       max_len=0, backend="auto", algo="fused", stats=None, dtype=None, num_threads=0):
+    """The block publication of :func:`blocks_topk` over :func:`decode_topk`'s paged FP8 cache
+    (``ltk_decode_blocks_topk``): row ``t`` sees positions ``[0, len(t))`` of its request, block
+    ``j`` is positions ``[j * block_size, (j + 1) * block_size)``. Inputs as :func:`decode_topk`;
+    ``pin_newest``, ``by_index``, ``topk`` as :func:`blocks_topk` (the ordinary top-k as
+    :func:`decode_topk` returns it, ``physical`` slots included). Returns ``blocks`` (int32
+    ``[B * next_n, n_blocks]``, logical block ids, -1 padding), then ``block_scores`` with
+    ``return_scores``, then ``indices`` (and ``scores``) when ``topk > 0``. Backends: ref and cpu."""
+    a, ctx, ia, sca = _decode_prepare(q, kv_cache, weights, lens, block_table, topk if topk > 0 else 1, block_kv,
+                                      max_len, physical, sorted, return_scores and topk > 0, None, backend, algo, dtype,
+                                      num_threads, None)
+    rows = a.B * a.next_n
+    nb = _check_k(n_blocks, "blocks")
+    bo, bs = _outputs2((None, None), ("out blocks", "out block scores"),
+                       ((rows, nb), (rows, nb) if return_scores else None), ("int32", "float32"), ctx, rows, nb)
+    d = _ffi.ltk_decode_blocks_args()
+    d.dx = a
+    if topk <= 0:
+        d.dx.k, d.dx.out_idx, d.dx.out_scores, d.dx.out_stride = 0, None, None, 0
+    d.dx.flags |= (_ffi.FLAG_PIN_NEWEST if pin_newest else 0) | (_ffi.FLAG_BY_INDEX if by_index else 0)
+    d.block_size, d.block_k = int(block_size), nb
+    d.out_blocks = bo.ptr or None
+    d.out_block_scores = bs.ptr if bs is not None else None
+    d.blocks_stride = _row_stride(bo, bs)
+    _run("decode_blocks_topk", ctx, _ffi.entry("ltk_decode_blocks_topk"), None, d, rows, None, stats)
+    res = [bo.obj] + ([bs.obj] if bs is not None else [])
+    if topk > 0:
+        res += [ia.obj] + ([sca.obj] if sca is not None else [])
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+def decode_candidates_topk(q, kv_cache, weights, lens, block_table, blocks, topk, *, block_size=8, physical=False,
+                           sorted=False, by_index=False, return_scores=False, out=None, block_kv=None, max_len=0,
+                           backend="auto", algo="fused", stats=None, dtype=None, num_threads=0):
+    """The consumer of :func:`candidates_topk` over :func:`decode_topk`'s paged FP8 cache
+    (``ltk_decode_candidates_topk``): ``blocks`` (int32 ``[B * next_n, n]``, logical block ids of
+    ``block_size`` positions, any order, repeats once, -1 padding) lists each row's candidates; the
+    exact top ``topk`` of them returned as :func:`decode_topk` returns (positions, or ``physical``
+    slots; ``by_index``: ascending positions). Backends: ref and cpu."""
+    a, ctx, ia, sca = _decode_prepare(q, kv_cache, weights, lens, block_table, topk, block_kv, max_len, physical,
+                                      sorted, return_scores, out, backend, algo, dtype, num_threads, None)
+    rows = a.B * a.next_n
+    ba = _block_list(blocks, rows, ctx)
+    d = _ffi.ltk_decode_candidates_args()
+    d.dx = a
+    if by_index:
+        d.dx.flags |= _ffi.FLAG_BY_INDEX
+    d.block_size, d.n_blocks = int(block_size), ba.shape[1]
+    d.blocks, d.blocks_stride = ba.ptr or None, ba.stride(0)
+    _run("decode_candidates_topk", ctx, _ffi.entry("ltk_decode_candidates_topk"), None, d, rows, None, stats)
+    if sca is not None:
+        return ia.obj, sca.obj
+    return ia.obj
+
 def _split_q(q):
     if isinstance(q, (tuple, list)):
         if len(q) != 2:

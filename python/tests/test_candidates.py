@@ -98,3 +98,54 @@ def test_bad_blocks_argument():
         litetopk.candidates_topk(q, kv, None, w, lo, hi, np.zeros((T + 1, 4), np.int32), 5, backend="cpu")
     with pytest.raises(litetopk.InvalidArgumentError):
         litetopk.blocks_topk(q, kv, None, w, lo, hi, 4, block_size=0, backend="cpu")
+
+
+def paged_problem(rng, B=3, next_n=2, H=4, D=16, block_kv=16, max_len=200):
+    """A paged cache of e4m3 codes of +-{0.5, 1, 2} (exact scores), a shuffled table, lengths."""
+    codes = lambda n: ((rng.integers(0, 2, n) << 7) | ((6 + rng.integers(0, 3, n)) << 3)).astype(np.uint8)  # noqa: E731
+    mb = (max_len + block_kv - 1) // block_kv
+    nblk = B * mb + 1
+    cache = np.zeros((nblk, block_kv * (D + 4)), np.uint8)
+    cache[:, :block_kv * D] = codes(nblk * block_kv * D).reshape(nblk, -1)
+    cache[:, block_kv * D:] = (2.0 ** rng.integers(-2, 3, (nblk, block_kv))).astype(np.float32).view(np.uint8)
+    table = rng.permutation(nblk)[:B * mb].reshape(B, mb).astype(np.int32)
+    lens = rng.integers(0, max_len + 1, (B, next_n)).astype(np.int32)
+    q = codes(B * next_n * H * D).reshape(B, next_n, H, D)
+    w = (rng.integers(-4, 5, (B * next_n, H)) * 0.25).astype(np.float32)
+    return q, cache, w, lens, table
+
+
+def request_keys(cache, table, b, D, block_kv):
+    """Request b's keys and scales, contiguous, from the cache as built."""
+    rows = cache[table[b]]
+    kv = rows[:, :block_kv * D].reshape(-1, D)
+    sc = rows[:, block_kv * D:].copy().view(np.float32).reshape(-1)
+    return np.ascontiguousarray(kv), np.ascontiguousarray(sc)
+
+
+@pytest.mark.parametrize("physical", [False, True])
+def test_decode_forms_equal_prefill_forms(physical):
+    rng = np.random.default_rng(21)
+    B, next_n, H, D, bkv = 3, 2, 4, 16, 16
+    q, cache, w, lens, table = paged_problem(rng, B, next_n, H, D, bkv)
+    nb, k = 10, 24
+    lists = rng.integers(-1, 30, (B * next_n, 12)).astype(np.int32)
+    for be in ("cpu", "ref"):
+        blk, bsc, idx, isc = litetopk.decode_blocks_topk(q, cache, w, lens, table, nb, topk=k, physical=physical,
+                                                    return_scores=True, block_kv=bkv, dtype="e4m3", backend=be)
+        cidx = litetopk.decode_candidates_topk(q, cache, w, lens, table, lists, k, physical=physical, sorted=True,
+                                               block_kv=bkv, dtype="e4m3", backend=be)
+        for b in range(B):
+            kv, sc = request_keys(cache, table, b, D, bkv)
+            rs = slice(b * next_n, (b + 1) * next_n)
+            ks, ke = np.zeros(next_n, np.int32), lens[b].copy()
+            e_blk, e_bsc, e_idx, e_isc = litetopk.blocks_topk(q[b], kv, sc, w[rs], ks, ke, nb, topk=k, return_scores=True,
+                                                       dtype="e4m3", backend="ref")
+            e_c = litetopk.candidates_topk(q[b], kv, sc, w[rs], ks, ke, lists[rs], k, sorted=True, dtype="e4m3",
+                                           backend="ref")
+            if physical:
+                slot = lambda p: np.where(p >= 0, table[b][np.maximum(p, 0) // bkv] * bkv + p % bkv, -1)  # noqa: E731
+                e_idx, e_c = slot(e_idx), slot(e_c)
+            assert np.array_equal(blk[rs], e_blk) and np.array_equal(bsc[rs].view(np.int32), e_bsc.view(np.int32))
+            assert np.array_equal(idx[rs], e_idx) and np.array_equal(isc[rs].view(np.int32), e_isc.view(np.int32))
+            assert np.array_equal(cidx[rs], e_c), (be, b)
