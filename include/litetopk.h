@@ -413,8 +413,9 @@ LTK_API ltk_status ltk_candidates_topk(const ltk_candidates_args *args, const lt
  * LTK_FLAG_PHYSICAL; LTK_FLAG_BY_INDEX: ascending positions).
  * Limits: as ltk_decode_topk's and the prefill forms'. Backends: ref and CPU (each request's keys
  * are gathered, the publication's whole context, the consumer's listed blocks only, and the
- * prefill form runs on them; the gather buffers are allocated by the call); the CUDA backend
- * answers LTK_EUNSUPPORTED.
+ * prefill form runs on them; the gather buffers are allocated by the call: the workspace query
+ * says 0); CUDA the publication (the scan over the cache, as ltk_decode_topk's; graph-safe, q
+ * e4m3), the consumer LTK_EUNSUPPORTED.
  * ------------------------------------------------------------------------------------------- */
 typedef struct ltk_decode_blocks_args {
     ltk_decode_args dx;        /* the cache, the rows and their lengths; the ordinary top-k (dx.k = 0: none) */
@@ -431,6 +432,8 @@ typedef struct ltk_decode_candidates_args {
     int64_t blocks_stride;     /* 0 means n_blocks */
 } ltk_decode_candidates_args;
 
+LTK_API ltk_status ltk_decode_blocks_workspace_size(const ltk_decode_blocks_args *args, const ltk_exec *exec,
+                                                    size_t *bytes);
 LTK_API ltk_status ltk_decode_blocks_topk(const ltk_decode_blocks_args *args, const ltk_exec *exec);
 LTK_API ltk_status ltk_decode_candidates_topk(const ltk_decode_candidates_args *args, const ltk_exec *exec);
 

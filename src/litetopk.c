@@ -376,8 +376,8 @@ static ltk_status cand_dx_fill(const ltk_decode_args *in, ltk_decode_args *a, co
     LTK_FORWARD_IF(decode_fill(&d, a, bi));
     if (none) a->k = 0, a->out_idx = NULL, a->out_stride = 0;
     a->flags |= extra;
-    LTK_RETURN_IF(!is_host_backend(bi), LTK_EUNSUPPORTED, "%s: backend '%s' has no decode form of it yet (ref and cpu "
-                  "have)", op, bi->name);
+    LTK_RETURN_IF(!is_host_backend(bi) && (!blocks_only || !bi->decode_blocks), LTK_EUNSUPPORTED,
+                  "%s: backend '%s' has no decode form of it yet (ref and cpu have)", op, bi->name);
     return LTK_OK;
 }
 
@@ -639,12 +639,25 @@ ltk_status ltk_info(char *buf, size_t cap) {
     return LTK_OK;
 }
 
+ltk_status ltk_decode_blocks_workspace_size(const ltk_decode_blocks_args *args, const ltk_exec *exec, size_t *bytes) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_decode_blocks_args a;
+    static const ltk_exec def;
+    LTK_RETURN_IF(bytes == NULL, LTK_EINVAL, "bytes is NULL");
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(decode_blocks_fill(args, &a, bi));
+    *bytes = 0; /* (the host backends' gather buffers are the call's own) */
+    return is_host_backend(bi) ? LTK_OK : bi->decode_blocks_workspace(&a, exec ? exec : &def, bytes);
+}
+
 ltk_status ltk_decode_blocks_topk(const ltk_decode_blocks_args *args, const ltk_exec *exec) {
     ltk_clear_error();
     const ltk_backend_i *bi = NULL;
     ltk_decode_blocks_args a;
     LTK_FORWARD_IF(pick_backend(exec, &bi));
     LTK_FORWARD_IF(decode_blocks_fill(args, &a, bi));
+    if (!is_host_backend(bi)) LTK_RUN_WITH_WORKSPACE(bi, decode_blocks_workspace, decode_blocks, &a, exec);
     ltk_exec e;
     memset(&e, 0, sizeof e);
     if (exec) e = *exec;

@@ -604,17 +604,34 @@ static void test_decode_forms(void) {
             decode_forms_case(2, 1, 32, 500, 16, 40, 0, fl[f] & ~LTK_FLAG_PHYSICAL, 1, host_backends[i]);
             decode_forms_case(4, 3, 16, 200, 3, 30, 64, fl[f], (f + 1) % 2, host_backends[i]); /* b does not divide block_kv */
         }
-    /* the CUDA backend has no decode forms yet: it says so */
+    /* the CUDA backend has no decode consumer yet: it says so (its publication: test-cuda-candidates) */
     if (ltk_backend_available(LTK_BACKEND_CUDA)) {
         dprob p;
         dprob_make(&p, 1, 1, 16, 64);
-        int32_t out[64];
+        int32_t out[64], list[4] = {0, 1, 2, 3};
+        ltk_decode_candidates_args dc;
+        memset(&dc, 0, sizeof dc);
+        dc.dx = dprob_dx(&p, 8, out, NULL, 0, 0);
+        dc.block_size = 8, dc.n_blocks = 4, dc.blocks = list;
+        ltk_exec cu = {LTK_BACKEND_CUDA, LTK_ALGO_FUSED, NULL, NULL, 0, 1, NULL};
+        CHECK(ltk_decode_candidates_topk(&dc, &cu) == LTK_EUNSUPPORTED, "decode candidates on CUDA: not LTK_EUNSUPPORTED");
+        dprob_free(&p);
+    }
+    /* the host backends' workspace query: 0 (their gather buffers are the call's) */
+    {
+        dprob p;
+        dprob_make(&p, 2, 1, 16, 64);
+        int32_t out[256];
         ltk_decode_blocks_args da;
         memset(&da, 0, sizeof da);
         da.dx = dprob_dx(&p, 0, NULL, NULL, 0, 0);
         da.block_size = 8, da.block_k = 4, da.out_blocks = out;
-        ltk_exec cu = {LTK_BACKEND_CUDA, LTK_ALGO_FUSED, NULL, NULL, 0, 1, NULL};
-        CHECK(ltk_decode_blocks_topk(&da, &cu) == LTK_EUNSUPPORTED, "decode blocks on CUDA: not LTK_EUNSUPPORTED");
+        ltk_exec ce = {LTK_BACKEND_CPU, LTK_ALGO_FUSED, NULL, NULL, 0, 1, NULL};
+        size_t need = 1;
+        CHECK(ltk_decode_blocks_workspace_size(&da, &ce, &need) == LTK_OK && need == 0, "cpu decode blocks workspace: %zu",
+              need);
+        da.block_k = 0;
+        CHECK(ltk_decode_blocks_topk(&da, &ce) == LTK_EINVAL, "block_k = 0 accepted");
         dprob_free(&p);
     }
 }

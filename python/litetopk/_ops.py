@@ -592,7 +592,8 @@ def decode_blocks_topk(q, kv_cache, weights, lens, block_table, n_blocks, *, blo
     ``pin_newest``, ``by_index``, ``topk`` as :func:`blocks_topk` (the ordinary top-k as
     :func:`decode_topk` returns it, ``physical`` slots included). Returns ``blocks`` (int32
     ``[B * next_n, n_blocks]``, logical block ids, -1 padding), then ``block_scores`` with
-    ``return_scores``, then ``indices`` (and ``scores``) when ``topk > 0``. Backends: ref and cpu."""
+    ``return_scores``, then ``indices`` (and ``scores``) when ``topk > 0``. Backends: ref, cpu and
+    cuda (q e4m3)."""
     a, ctx, ia, sca = _decode_prepare(q, kv_cache, weights, lens, block_table, topk if topk > 0 else 1, block_kv,
                                       max_len, physical, sorted, return_scores and topk > 0, None, backend, algo, dtype,
                                       num_threads, None)

@@ -77,4 +77,6 @@ const ltk_backend_i ltk_backend_cpu = {
     /* .blocks            = */ ltkc_blocks,
     /* .candidates_ws     = */ ltkc_candidates_ws,
     /* .candidates        = */ ltkc_candidates,
+    /* .decode_blocks_ws  = */ NULL,
+    /* .decode_blocks     = */ NULL,
 };

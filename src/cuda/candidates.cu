@@ -305,8 +305,24 @@ typedef struct blk_plan {
     int n2;                     /* the finishing sort's size */
     size_t sel_ws;              /* select.cu's workspace for a sub-chunk */
     size_t ix_ws;               /* the ordinary top-k's indexer workspace */
-    size_t o_buf, o_se, o_sel, o_ix, total;
+    size_t o_buf, o_se, o_sel, o_ix, o_rng, total;
 } blk_plan;
+
+/* A decode call's publication (dx non-NULL): its cache, and ba's scoring inputs the indexer's view
+ * of it (decode.cu), the rows' ranges in the workspace (o_rng). */
+typedef struct blk_src {
+    const ltk_decode_args *dx;
+    ltk_paged_src pg;
+} blk_src;
+
+/* The ordinary top-k's decode call: dx's flags without the candidate ones (BY_INDEX: unsorted and
+ * logical, then sorted by position and mapped to slots here). */
+static ltk_decode_args blk_plain_decode(const ltk_decode_args *dx) {
+    ltk_decode_args d = *dx;
+    d.flags &= ~(LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX);
+    if (dx->flags & LTK_FLAG_BY_INDEX) d.flags = (d.flags | LTK_FLAG_UNSORTED) & ~LTK_FLAG_PHYSICAL;
+    return d;
+}
 
 static ltk_indexer_args blk_plain_args(const ltk_blocks_args *ba) {
     ltk_indexer_args a = ba->ix;
@@ -329,14 +345,14 @@ static ltk_select_args blk_select_args(const ltk_blocks_args *ba, const blk_plan
     return sa;
 }
 
-static ltk_status blk_make(const ltk_blocks_args *ba, const ltk_exec *e, blk_plan *p) {
+static ltk_status blk_make(const ltk_blocks_args *ba, const blk_src *src, const ltk_exec *e, blk_plan *p) {
     memset(p, 0, sizeof *p);
     const ltk_indexer_args *a = &ba->ix;
-    const int64_t T = a->T;
+    const int64_t T = a->T, group = src ? src->dx->next_n : 1; /* (a decode sub-chunk: whole requests) */
     p->nbk = a->S > 0 ? ceil_div(a->S, ba->block_size) : 1;
     p->ld = (p->nbk + 63) / 64 * 64;
-    int64_t rows = (int64_t)(BLK_BUDGET / ((size_t)p->ld * 4));
-    rows = rows < 1 ? 1 : rows;
+    int64_t rows = (int64_t)(BLK_BUDGET / ((size_t)p->ld * 4)) / group * group;
+    rows = rows < group ? group : rows;
     p->rows = T < rows ? (T > 0 ? T : 1) : rows;
     p->n2 = pow2_at_least(ba->block_k);
     ltk_exec se = *e;
@@ -350,33 +366,84 @@ static ltk_status blk_make(const ltk_blocks_args *ba, const ltk_exec *e, blk_pla
     }
     p->sel_ws = b1 > b2 ? b1 : b2;
     if (a->k > 0 && a->out_idx) {
-        ltk_indexer_args ia = blk_plain_args(ba);
-        LTK_FORWARD_IF(ltk_cuda_indexer_workspace(&ia, &se, &p->ix_ws));
+        if (src) {
+            ltk_decode_args d = blk_plain_decode(src->dx);
+            LTK_FORWARD_IF(ltk_cuda_decode_workspace(&d, &se, &p->ix_ws));
+        } else {
+            ltk_indexer_args ia = blk_plain_args(ba);
+            LTK_FORWARD_IF(ltk_cuda_indexer_workspace(&ia, &se, &p->ix_ws));
+        }
     }
     p->o_buf = 0;
     p->o_se = ltk_al256((size_t)p->rows * (size_t)p->ld * 4);
     p->o_sel = p->o_se + ltk_al256(8 * (size_t)p->rows);
     p->o_ix = p->o_sel + ltk_al256(p->sel_ws);
-    p->total = p->o_ix + ltk_al256(p->ix_ws) + 256;
+    p->o_rng = p->o_ix + ltk_al256(p->ix_ws);
+    p->total = p->o_rng + (src ? 2 * ltk_al256(4 * (size_t)(T > 0 ? T : 1)) : 0) + 256;
     return LTK_OK;
 }
 
 extern "C" ltk_status ltk_cuda_blocks_workspace(const ltk_blocks_args *ba, const ltk_exec *e, size_t *bytes) {
     blk_plan p;
-    LTK_FORWARD_IF(blk_make(ba, e, &p));
+    LTK_FORWARD_IF(blk_make(ba, NULL, e, &p));
     *bytes = p.total;
     return LTK_OK;
 }
 
+static ltk_status blk_run(const ltk_blocks_args *ba, const blk_src *src, const ltk_exec *e, void *wsv, size_t ws_bytes);
+
 extern "C" ltk_status ltk_cuda_blocks(const ltk_blocks_args *ba, const ltk_exec *e, void *wsv, size_t ws_bytes) {
+    return blk_run(ba, NULL, e, wsv, ws_bytes);
+}
+
+/* The decode form: the prefill form's arguments over the decode call's indexer view. */
+static void blk_decode_view(const ltk_decode_blocks_args *da, ltk_blocks_args *ba, blk_src *src) {
+    memset(ba, 0, sizeof *ba);
+    src->dx = &da->dx;
+    ltk_cuda_decode_source(&da->dx, &ba->ix, &src->pg);
+    ba->ix.flags = (da->dx.flags & ~LTK_FLAG_PHYSICAL) | LTK_FLAG_ABSOLUTE;
+    if (da->dx.k == 0) ba->ix.k = 0, ba->ix.out_idx = NULL, ba->ix.out_scores = NULL;
+    ba->block_size = da->block_size, ba->block_k = da->block_k;
+    ba->out_blocks = da->out_blocks, ba->out_block_scores = da->out_block_scores, ba->blocks_stride = da->blocks_stride;
+}
+
+extern "C" ltk_status ltk_cuda_decode_blocks_workspace(const ltk_decode_blocks_args *da, const ltk_exec *e, size_t *bytes) {
+    if (da->dx.dtype != LTK_DTYPE_E4M3)
+        return ltk_error(LTK_EUNSUPPORTED, "cuda decode blocks: q must be e4m3 (bf16 and f32 queries are for the host backends)");
+    ltk_blocks_args ba;
+    blk_src src;
+    blk_decode_view(da, &ba, &src);
     blk_plan p;
-    LTK_FORWARD_IF(blk_make(ba, e, &p));
+    LTK_FORWARD_IF(blk_make(&ba, &src, e, &p));
+    *bytes = p.total;
+    return LTK_OK;
+}
+
+extern "C" ltk_status ltk_cuda_decode_blocks(const ltk_decode_blocks_args *da, const ltk_exec *e, void *wsv, size_t ws_bytes) {
+    if (da->dx.dtype != LTK_DTYPE_E4M3)
+        return ltk_error(LTK_EUNSUPPORTED, "cuda decode blocks: q must be e4m3 (bf16 and f32 queries are for the host backends)");
+    ltk_blocks_args ba;
+    blk_src src;
+    blk_decode_view(da, &ba, &src);
+    return blk_run(&ba, &src, e, wsv, ws_bytes);
+}
+
+static ltk_status blk_run(const ltk_blocks_args *ba0, const blk_src *src, const ltk_exec *e, void *wsv, size_t ws_bytes) {
+    blk_plan p;
+    LTK_FORWARD_IF(blk_make(ba0, src, e, &p));
     if (ws_bytes < p.total)
         return ltk_error(LTK_EWORKSPACE, "workspace of %zu bytes is smaller than the %zu bytes required", ws_bytes, p.total);
-    const ltk_indexer_args *a = &ba->ix;
     cudaStream_t st = (cudaStream_t)e->stream;
     uint8_t *ws = (uint8_t *)(uintptr_t)ltk_al256((uintptr_t)wsv);
+    ltk_blocks_args bav = *ba0;
+    const ltk_blocks_args *ba = &bav;
+    const ltk_indexer_args *a = &ba->ix;
     const int64_t T = a->T;
+    if (src && T > 0) { /* the decode rows' ranges: [0, len) */
+        int32_t *ks = (int32_t *)(ws + p.o_rng), *ke = (int32_t *)(ws + p.o_rng + ltk_al256(4 * (size_t)T));
+        LTK_FORWARD_IF(ltk_cuda_decode_ranges(src->dx, ks, ke, st));
+        bav.ix.ks = ks, bav.ix.ke = ke;
+    }
     if (e->stats) {
         memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
         e->stats->rows = T;
@@ -391,7 +458,8 @@ extern "C" ltk_status ltk_cuda_blocks(const ltk_blocks_args *ba, const ltk_exec 
     for (int64_t r0 = 0; r0 < T; r0 += p.rows) {
         const int64_t nr = T - r0 < p.rows ? T - r0 : p.rows;
         int direct = 1;
-        if (a->S > 0) LTK_FORWARD_IF(ltk_cuda_blockmax_scan(a, ba->block_size, r0, nr, buf, p.ld, &direct, st));
+        if (a->S > 0)
+            LTK_FORWARD_IF(ltk_cuda_blockmax_scan(a, src ? &src->pg : NULL, ba->block_size, r0, nr, buf, p.ld, &direct, st));
         LTK_FORWARD_IF(ltk_trace_step(&tr, st, "blocks: block-max scan rows %lld+%lld%s", (long long)r0, (long long)nr,
                                       direct ? "" : " (atomic)"));
         const unsigned g = (unsigned)(nr < 65535 ? nr : 65535);
@@ -418,13 +486,18 @@ extern "C" ltk_status ltk_cuda_blocks(const ltk_blocks_args *ba, const ltk_exec 
         LTK_CUDA_TRY(cudaGetLastError());
         LTK_FORWARD_IF(ltk_trace_step(&tr, st, "blocks: finish"));
     }
-    if (a->k > 0 && a->out_idx) { /* the row's ordinary top-k: the indexer on the same inputs */
-        ltk_indexer_args ia = blk_plain_args(ba);
+    if (a->k > 0 && a->out_idx) { /* the row's ordinary top-k: the indexer (decode) on the same inputs */
         ltk_exec ie = *e;
         ie.stats = NULL;
         ie.workspace = ws + p.o_ix;
         ie.workspace_bytes = p.ix_ws;
-        LTK_FORWARD_IF(ltk_cuda_indexer(&ia, &ie, ws + p.o_ix, p.ix_ws));
+        if (src) {
+            ltk_decode_args d = blk_plain_decode(src->dx);
+            LTK_FORWARD_IF(ltk_cuda_decode(&d, &ie, ws + p.o_ix, p.ix_ws));
+        } else {
+            ltk_indexer_args ia = blk_plain_args(ba);
+            LTK_FORWARD_IF(ltk_cuda_indexer(&ia, &ie, ws + p.o_ix, p.ix_ws));
+        }
         LTK_FORWARD_IF(ltk_trace_step(&tr, st, "blocks: the ordinary top-k"));
         if (a->flags & LTK_FLAG_BY_INDEX) {
             const int n2 = pow2_at_least(a->k);
@@ -432,6 +505,7 @@ extern "C" ltk_status ltk_cuda_blocks(const ltk_blocks_args *ba, const ltk_exec 
             cx_sort_kernel<<<(unsigned)(T < 65535 ? T : 65535), SORT_THREADS, 8 * (size_t)n2, st>>>(
                 a->out_idx, a->out_scores, a->out_stride, a->k, T, n2);
             LTK_CUDA_TRY(cudaGetLastError());
+            if (src && (src->dx->flags & LTK_FLAG_PHYSICAL)) LTK_FORWARD_IF(ltk_cuda_decode_physical(src->dx, st));
         }
     }
     return LTK_OK;

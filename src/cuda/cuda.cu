@@ -281,4 +281,6 @@ extern "C" const ltk_backend_i ltk_backend_cuda = {
     /* .blocks            = */ ltk_cuda_blocks,
     /* .candidates_ws     = */ ltk_cuda_candidates_workspace,
     /* .candidates        = */ ltk_cuda_candidates,
+    /* .decode_blocks_ws  = */ ltk_cuda_decode_blocks_workspace,
+    /* .decode_blocks     = */ ltk_cuda_decode_blocks,
 };

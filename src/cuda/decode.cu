@@ -63,7 +63,27 @@ static ltk_status dec_make(const ltk_decode_args *d, const ltk_exec *e, int sizi
     if (d->dtype != LTK_DTYPE_E4M3)
         return ltk_error(LTK_EUNSUPPORTED, "cuda decode: q must be e4m3 (bf16 and f32 queries are for the host backends)");
     const int64_t T = d->B * d->next_n;
+    ltk_cuda_decode_source(d, &p->ia, &p->pg);
+    p->o_ks = 0;
+    p->o_ke = ltk_al256(4 * (size_t)(T > 0 ? T : 1));
+    p->o_ind = 2 * p->o_ke;
     ltk_indexer_args *a = &p->ia;
+    /* planned with ranges present, as the call runs (any non-NULL pointer: the plan reads none) */
+    if (sizing) {
+        a->ks = a->ke = d->block_table;
+        ltk_status st = ltk_cuda_indexer_paged_workspace(a, &p->pg, e, &p->ind_bytes);
+        a->ks = a->ke = NULL;
+        LTK_FORWARD_IF(st);
+    }
+    p->total = p->o_ind + p->ind_bytes + 256;
+    return LTK_OK;
+}
+
+/* The indexer's arguments of a decode call (ranges left NULL: ltk_cuda_decode_ranges writes them)
+ * and its paged key source. */
+extern "C" void ltk_cuda_decode_source(const ltk_decode_args *d, ltk_indexer_args *a, ltk_paged_src *pg) {
+    const int64_t T = d->B * d->next_n;
+    memset(a, 0, sizeof *a);
     a->T = T;
     a->S = d->max_len;
     a->H = d->H;
@@ -82,24 +102,21 @@ static ltk_status dec_make(const ltk_decode_args *d, const ltk_exec *e, int sizi
     a->out_stride = d->out_stride;
     a->flags = d->flags & ~LTK_FLAG_PHYSICAL;
     a->state = NULL;
-    const ltk_paged_src pg = {d->kv_cache, d->num_blocks, d->block_stride, d->block_table, d->bt_stride,
-                              d->block_kv, d->max_blocks, d->next_n, 0, NULL, 0, 0};
-    p->pg = pg;
+    const ltk_paged_src g = {d->kv_cache, d->num_blocks, d->block_stride, d->block_table, d->bt_stride,
+                             d->block_kv, d->max_blocks, d->next_n, 0, NULL, 0, 0};
+    *pg = g;
     /* An empty cache (num_blocks 0, kv_cache may be NULL) is still a paged source: the kernels tell
      * it from the contiguous one by a non-NULL cache, and read nothing through it (every block is
      * unmapped). Any non-NULL address serves; the table's is at hand. */
-    if (!p->pg.cache) p->pg.cache = (const uint8_t *)d->block_table;
-    p->o_ks = 0;
-    p->o_ke = ltk_al256(4 * (size_t)(T > 0 ? T : 1));
-    p->o_ind = 2 * p->o_ke;
-    /* planned with ranges present, as the call runs (any non-NULL pointer: the plan reads none) */
-    if (sizing) {
-        a->ks = a->ke = d->block_table;
-        ltk_status st = ltk_cuda_indexer_paged_workspace(a, &p->pg, e, &p->ind_bytes);
-        a->ks = a->ke = NULL;
-        LTK_FORWARD_IF(st);
-    }
-    p->total = p->o_ind + p->ind_bytes + 256;
+    if (!pg->cache) pg->cache = (const uint8_t *)d->block_table;
+}
+
+/* ks[t] = 0, ke[t] = the row's length clamped to [0, max_len], on st. */
+extern "C" ltk_status ltk_cuda_decode_ranges(const ltk_decode_args *d, int32_t *ks, int32_t *ke, cudaStream_t st) {
+    const int64_t T = d->B * d->next_n;
+    if (T == 0) return LTK_OK;
+    dec_lens_kernel<<<(unsigned)((T + 255) / 256), 256, 0, st>>>(d->lens, d->seq_lens, T, d->next_n, d->max_len, ks, ke);
+    LTK_CUDA_TRY(cudaGetLastError());
     return LTK_OK;
 }
 
@@ -121,20 +138,24 @@ extern "C" ltk_status ltk_cuda_decode(const ltk_decode_args *d, const ltk_exec *
     if (T == 0) return LTK_OK;
     uint8_t *ws = (uint8_t *)(uintptr_t)ltk_al256((uintptr_t)wsv);
     int32_t *ks = (int32_t *)(ws + p.o_ks), *ke = (int32_t *)(ws + p.o_ke);
-    dec_lens_kernel<<<(unsigned)((T + 255) / 256), 256, 0, st>>>(d->lens, d->seq_lens, T, d->next_n, d->max_len, ks,
-                                                                 ke);
-    LTK_CUDA_TRY(cudaGetLastError());
+    LTK_FORWARD_IF(ltk_cuda_decode_ranges(d, ks, ke, st));
     p.ia.ks = ks;
     p.ia.ke = ke;
     LTK_FORWARD_IF(ltk_cuda_indexer_paged(&p.ia, &p.pg, e, ws + p.o_ind, ws_bytes - (size_t)(ws - (uint8_t *)wsv) - p.o_ind));
-    if (d->flags & LTK_FLAG_PHYSICAL) {
-        const unsigned gy = (unsigned)(T < 65535 ? T : 65535);
-        const unsigned gx = (unsigned)((d->k + 255) / 256);
-        ltk_cuda_dev dv;
-        LTK_FORWARD_IF(ltk_cuda_device(&dv));
-        LTK_CUDA_TRY(ltk_launch_pdl(dv.major >= 9, dec_physical_kernel, dim3(gx, gy), dim3(256), 0, st, d->out_idx, d->out_stride, T,
-                                    d->k, d->next_n, d->block_table, d->bt_stride, d->max_blocks, d->num_blocks,
-                                    d->block_kv));
-    }
+    if (d->flags & LTK_FLAG_PHYSICAL) LTK_FORWARD_IF(ltk_cuda_decode_physical(d, st));
+    return LTK_OK;
+}
+
+/* d's outputs, logical positions, turned into physical slots in place, on st. */
+extern "C" ltk_status ltk_cuda_decode_physical(const ltk_decode_args *d, cudaStream_t st) {
+    const int64_t T = d->B * d->next_n;
+    if (T == 0 || d->k == 0) return LTK_OK;
+    const unsigned gy = (unsigned)(T < 65535 ? T : 65535);
+    const unsigned gx = (unsigned)((d->k + 255) / 256);
+    ltk_cuda_dev dv;
+    LTK_FORWARD_IF(ltk_cuda_device(&dv));
+    LTK_CUDA_TRY(ltk_launch_pdl(dv.major >= 9, dec_physical_kernel, dim3(gx, gy), dim3(256), 0, st, d->out_idx,
+                                d->out_stride, T, d->k, d->next_n, d->block_table, d->bt_stride, d->max_blocks,
+                                d->num_blocks, d->block_kv));
     return LTK_OK;
 }

@@ -969,13 +969,16 @@ extern "C" ltk_status ltk_sm90_scan(const ltk_scan_params *p, int nsm, cudaStrea
      * block-max epilogue and the listed-block producer raised the plain H = 64 kernel's spills from
      * 100 to 222 bytes (ptxas -v), in the loop every indexer call runs. The publication runs
      * q-blocks of consecutive rows (NN = 128), the consumer rows one by one (group 1). */
-    if (p->mode == LTK_SCAN_BLOCKMAX) {
+    if (p->mode == LTK_SCAN_BLOCKMAX) { /* (groups: a decode call's requests of next_n rows) */
         switch (p->H) {
         case 16: return sm90_launch<16, 128, SM90_VAR_BLOCKMAX>(p, nsm, st);
-        case 32: if (used == bq) return sm90_launch<32, 128, SM90_VAR_BLOCKMAX>(p, nsm, st); break;
-        case 64: if (used == bq) return sm90_launch<64, 128, SM90_VAR_BLOCKMAX>(p, nsm, st); break;
+        case 32: return used == 1 ? sm90_launch<32, 32, SM90_VAR_BLOCKMAX>(p, nsm, st)
+                        : used == 2 ? sm90_launch<32, 64, SM90_VAR_BLOCKMAX>(p, nsm, st)
+                                    : sm90_launch<32, 128, SM90_VAR_BLOCKMAX>(p, nsm, st);
+        case 64: return used == 1 ? sm90_launch<64, 64, SM90_VAR_BLOCKMAX>(p, nsm, st)
+                                  : sm90_launch<64, 128, SM90_VAR_BLOCKMAX>(p, nsm, st);
         }
-        return ltk_error(LTK_EINTERNAL, "sm90 scan: block maxima of H=%d in groups of %d not instantiated", p->H, used);
+        return ltk_error(LTK_EINTERNAL, "sm90 scan: block maxima of H=%d not instantiated", p->H);
     }
     if (p->pg.cache && p->pg.contig) {
         switch (p->H) {

@@ -698,14 +698,15 @@ static ltk_status score_only(const ltk_indexer_args *a, const ltk_exec *e, const
  * bsz keys, block j of local row r at out[r * ld + j] (absolute block ids, every block meeting the
  * row's range written). *direct = 1: floats by plain stores; 0: rank keys by atomicMax, into the
  * rows zeroed here (the caller converts them). No workspace: the scan alone. */
-extern "C" ltk_status ltk_cuda_blockmax_scan(const ltk_indexer_args *a, int32_t bsz, int64_t row0, int64_t nrows,
-                                             float *out, int64_t ld, int *direct, cudaStream_t st) {
+extern "C" ltk_status ltk_cuda_blockmax_scan(const ltk_indexer_args *a, const ltk_paged_src *pg, int32_t bsz,
+                                             int64_t row0, int64_t nrows, float *out, int64_t ld, int *direct,
+                                             cudaStream_t st) {
     ltk_exec e;
     memset(&e, 0, sizeof e);
     e.stream = (void *)st;
     e.algo = LTK_ALGO_SCORE_ONLY;
     idx_plan pl;
-    LTK_FORWARD_IF(plan_common(a, NULL, &e, &pl));
+    LTK_FORWARD_IF(plan_common(a, pg, &e, &pl));
     pl.skip_short = 0;
     ltk_scan_params sp;
     scan_base(a, &pl, &sp);

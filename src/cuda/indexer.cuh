@@ -219,9 +219,14 @@ ltk_status ltk_cuda_indexer_paged_workspace(const ltk_indexer_args *a, const ltk
                                             size_t *bytes);
 ltk_status ltk_cuda_indexer_paged(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e, void *ws,
                                   size_t ws_bytes);
-/* The candidate indexer's block maxima of rows [row0, row0 + nrows) (indexer.cu; see there). */
-ltk_status ltk_cuda_blockmax_scan(const ltk_indexer_args *a, int32_t bsz, int64_t row0, int64_t nrows, float *out,
-                                  int64_t ld, int *direct, cudaStream_t st);
+/* A decode call's indexer arguments and paged source (decode.cu), and its rows' ranges on st. */
+void ltk_cuda_decode_source(const ltk_decode_args *d, ltk_indexer_args *a, ltk_paged_src *pg);
+ltk_status ltk_cuda_decode_ranges(const ltk_decode_args *d, int32_t *ks, int32_t *ke, cudaStream_t st);
+ltk_status ltk_cuda_decode_physical(const ltk_decode_args *d, cudaStream_t st);
+/* The candidate indexer's block maxima of rows [row0, row0 + nrows) (indexer.cu; see there); pg
+ * NULL: the indexer's own keys, else a decode call's cache (row0, nrows whole requests). */
+ltk_status ltk_cuda_blockmax_scan(const ltk_indexer_args *a, const ltk_paged_src *pg, int32_t bsz, int64_t row0,
+                                  int64_t nrows, float *out, int64_t ld, int *direct, cudaStream_t st);
 /* LTK_CUDA_TRACE (the tuning table): a host driver's stages, each waited for and printed with the
  * time since the last (stderr); off while the stream is captured (indexer.cu). */
 typedef struct ltk_trace {

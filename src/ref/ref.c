@@ -490,4 +490,6 @@ const ltk_backend_i ltk_backend_ref = {
     /* .blocks            = */ ref_blocks,
     /* .candidates_ws     = */ ref_candidates_ws,
     /* .candidates        = */ ref_candidates,
+    /* .decode_blocks_ws  = */ NULL,
+    /* .decode_blocks     = */ NULL,
 };

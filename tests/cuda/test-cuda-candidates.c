@@ -12,6 +12,7 @@
  * portable kernel throughout). Also on the GPU: fused == materialize bit for bit, and a consumer
  * listing every block of each row returns ltk_indexer_topk's bits. */
 #include "gpu-util.h"
+#include "../paged-cache.h"
 
 typedef struct prob {
     int64_t T, S;
@@ -291,7 +292,73 @@ static void cand_full(void) {
     prob_free(&p);
 }
 
-static const t_test tests[] = {T_ENTRY(cand_small), T_ENTRY(cand_full)};
+/* ---- the decode publication (ltk_decode_blocks_topk) over a paged cache ---------------------- */
+/* The cache of paged-cache.h with keys of powers of two (every score exact in fp32, as above), the
+ * CUDA call against the CPU's, bit for bit. block_kv 64: the sm_90a scan; 16: the portable one. */
+static void dec_blocks_case(int B, int next_n, int block_kv, int max_len, int32_t b, int32_t bk, int32_t k,
+                            uint32_t flags, int scores) {
+    test_ctx("decode blocks B=%d next_n=%d block_kv=%d max_len=%d b=%d block_k=%d k=%d flags=0x%x scores=%d", B, next_n,
+             block_kv, max_len, b, bk, k, flags, scores);
+    const int H = 64, D = 128;
+    const int64_t rows = (int64_t)B * next_n;
+    const int max_blocks = (max_len + block_kv - 1) / block_kv;
+    const int64_t num_blocks = (int64_t)B * max_blocks + 3, bstride = (int64_t)block_kv * (D + 4);
+    uint8_t *cache = malloc((size_t)(num_blocks * bstride));
+    pc_fill_blocks(cache, num_blocks, bstride, block_kv, D, 0, 1, 0); /* (its scales: powers of two) */
+    for (int64_t blk = 0; blk < num_blocks; blk++) /* keys of +-1/2, 1, 2: exact scores, as above */
+        for (int64_t x = 0; x < (int64_t)block_kv * D; x++) cache[blk * bstride + x] = pow2_code();
+    int32_t *table = pc_table(B, max_blocks, num_blocks, max_blocks);
+    int32_t *lens = malloc(sizeof(int32_t) * (size_t)rows), *seq = malloc(sizeof(int32_t) * (size_t)B);
+    pc_lens(B, next_n, 0, k > 0 ? k : 8, max_len, seq, lens);
+    uint8_t *q = malloc((size_t)(rows * H * D));
+    for (int64_t x = 0; x < rows * H * D; x++) q[x] = pow2_code();
+    float *w = malloc(sizeof(float) * (size_t)(rows * H));
+    for (int64_t x = 0; x < rows * H; x++) w[x] = (float)rng_range(-2, 2) * 0.25f;
+    uint8_t *d_cache = gu_upload(cache, (size_t)(num_blocks * bstride)), *d_q = gu_upload(q, (size_t)(rows * H * D));
+    int32_t *d_table = gu_upload(table, sizeof(int32_t) * (size_t)(B * max_blocks + 1));
+    int32_t *d_lens = gu_upload(lens, sizeof(int32_t) * (size_t)rows);
+    float *d_w = gu_upload(w, sizeof(float) * (size_t)(rows * H));
+    outs gb[2], gi[2];
+    for (int dev = 0; dev < 2; dev++) {
+        gb[dev] = outs_make((size_t)(rows * (bk + 2) + 1), dev);
+        gi[dev] = outs_make((size_t)(rows * (k + 1) + 1), dev);
+        ltk_decode_blocks_args a;
+        memset(&a, 0, sizeof a);
+        ltk_decode_args *d = &a.dx;
+        d->B = B, d->next_n = next_n, d->H = H, d->D = D, d->k = k, d->dtype = LTK_DTYPE_E4M3;
+        d->q = dev ? d_q : q, d->kv_cache = dev ? d_cache : cache, d->num_blocks = num_blocks, d->block_kv = block_kv;
+        d->block_table = dev ? d_table : table, d->max_blocks = max_blocks, d->lens = dev ? d_lens : lens;
+        d->max_len = max_len, d->weights = dev ? d_w : w, d->flags = flags;
+        d->out_idx = k ? gi[dev].i : NULL, d->out_scores = k && scores ? gi[dev].s : NULL, d->out_stride = k ? k + 1 : 0;
+        a.block_size = b, a.block_k = bk, a.out_blocks = gb[dev].i, a.out_block_scores = scores ? gb[dev].s : NULL;
+        a.blocks_stride = bk + 2;
+        ltk_exec e = {.backend = dev ? LTK_BACKEND_CUDA : LTK_BACKEND_CPU, .algo = LTK_ALGO_FUSED};
+        ltk_status st = ltk_decode_blocks_topk(&a, &e);
+        CHECK(st == LTK_OK, "decode blocks on %s: %s", dev ? "cuda" : "cpu", ltk_last_error());
+        if (dev) GPU_CHECK(cudaDeviceSynchronize());
+        outs_host(&gb[dev]), outs_host(&gi[dev]);
+    }
+    const int uns = (flags & LTK_FLAG_UNSORTED) && !(flags & LTK_FLAG_BY_INDEX);
+    if (same_rows("decode block ids", rows, bk, bk + 2, gb[1].i, scores ? gb[1].s : NULL, gb[0].i, scores ? gb[0].s : NULL,
+                  uns) && k)
+        same_rows("decode keys", rows, k, k + 1, gi[1].i, scores ? gi[1].s : NULL, gi[0].i, scores ? gi[0].s : NULL, uns);
+    for (int dev = 0; dev < 2; dev++) outs_free(&gb[dev]), outs_free(&gi[dev]);
+    cudaFree(d_cache), cudaFree(d_q), cudaFree(d_table), cudaFree(d_lens), cudaFree(d_w);
+    free(cache), free(table), free(lens), free(seq), free(q), free(w);
+}
+
+static void cand_decode(void) {
+    static const uint32_t fl[] = {0, LTK_FLAG_UNSORTED, LTK_FLAG_BY_INDEX, LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX,
+                                  LTK_FLAG_PHYSICAL | LTK_FLAG_BY_INDEX, LTK_FLAG_PHYSICAL | LTK_FLAG_PIN_NEWEST};
+    for (int f = 0; f < 6; f++) {
+        dec_blocks_case(5, 1, 64, 3000, 8, 64, f % 2 ? 0 : 100, fl[f], f % 2 == 0);
+        dec_blocks_case(3, 2, 64, 5000, 16, 128, 64, fl[f], f % 2);
+        dec_blocks_case(4, 1, 16, 1500, 8, 40, 32, fl[f], 1); /* portable */
+    }
+    dec_blocks_case(2, 4, 64, 70000, 8, 2048, 512, LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX, 1); /* long: splits */
+}
+
+static const t_test tests[] = {T_ENTRY(cand_small), T_ENTRY(cand_full), T_ENTRY(cand_decode)};
 
 int main(int argc, char **argv) {
     char small[] = "small";
