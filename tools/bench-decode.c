@@ -1,5 +1,6 @@
 /* `litetopk bench decode`: one decode step of a batch of requests over a paged FP8 cache (the layout
- * vLLM and SGLang use), fused against materialize (bench.h runs and records it). */
+ * vLLM and SGLang use), fused against materialize (bench.h runs and records it); with --blocks, the
+ * candidate indexer's decode publication (ltk_decode_blocks_topk) first, on the same inputs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,9 @@
 typedef struct decode_bench {
     bench_call call; /* first: bench_op's ctx for the generic callbacks */
     ltk_decode_args args;
+    ltk_decode_blocks_args blk;
+    int64_t b_size, n_blk; /* --b, --blocks (0: no publication) */
+    int publication;       /* the op being run is the publication */
     void *q, *cache, *table, *lens, *weights;
     int64_t ctx;
     int mixed;
@@ -22,23 +26,31 @@ static ltk_status decode_size(const void *a, const ltk_exec *e, size_t *bytes) {
     return ltk_decode_workspace_size(a, e, bytes);
 }
 static ltk_status decode_call(const void *a, const ltk_exec *e) { return ltk_decode_topk(a, e); }
+static ltk_status blocks_size(const void *a, const ltk_exec *e, size_t *bytes) {
+    return ltk_decode_blocks_workspace_size(a, e, bytes);
+}
+static ltk_status blocks_call(const void *a, const ltk_exec *e) { return ltk_decode_blocks_topk(a, e); }
 static void decode_json(void *c, cli_json *j) {
     decode_bench *b = c;
     cli_json_int(j, "B", b->args.B), cli_json_int(j, "next_n", b->args.next_n), cli_json_int(j, "H", b->args.H);
     cli_json_int(j, "D", b->args.D), cli_json_int(j, "k", b->args.k), cli_json_int(j, "block_kv", b->args.block_kv);
     cli_json_int(j, "ctx", b->ctx), cli_json_bool(j, "mixed", b->mixed);
     cli_json_bool(j, "physical", (b->args.flags & LTK_FLAG_PHYSICAL) != 0);
+    cli_json_str(j, "call", b->publication ? "blocks" : "decode");
+    if (b->publication) cli_json_int(j, "block_size", b->b_size), cli_json_int(j, "block_k", b->n_blk);
 }
 
 static const char decode_usage[] =
-    "bench decode [--B N --ctx N --mixed --next-n N --H N --D N -k K --block N --physical]\n"
+    "bench decode [--B N --ctx N --mixed --next-n N --H N --D N -k K --block N --physical --blocks N --b N]\n"
     "                      [--backend auto|cpu|cuda|ref] [--algos fused,materialize,score_only] [--reps N] [--json FILE]";
 static const char decode_about[] =
     "One decode step: B requests of --ctx cached positions each (--mixed: lengths uniform in\n"
     "[ctx/8, ctx]), next_n query rows a request seeing seq_len - next_n + r + 1 positions (vLLM's\n"
     "convention), scattered over a paged cache of --block-token blocks (block_kv*D e4m3 key bytes, then\n"
     "block_kv fp32 scales); each request is the DSA workload of bench dsa (tools/gen.c). TFLOP/s = 2 H D (visible positions) / time; on CUDA also each time over one\n"
-    "read of the cache at the device copy rate measured in the same process.";
+    "read of the cache at the device copy rate measured in the same process. --blocks N: first the\n"
+    "candidate indexer's decode publication (ltk_decode_blocks_topk: the top N blocks of --b positions a\n"
+    "row, the newest partial block pinned, ids ascending) on the same inputs.";
 
 /* The cache, the table and the inputs, on the host. Each request is the DSA workload of the prefill
  * benchmarks (tools/gen.c, gen_dsa_make: rotated e4m3 keys with per-token scales, topic runs, heavy
@@ -97,7 +109,7 @@ static ltk_status make_inputs(decode_bench *b, const ltk_decode_args *a, uint64_
 
 int bench_decode_main(int argc, char **argv) {
     const char *cmd = "bench decode";
-    int64_t B = -1, ctx = -1, next_n = 1, H = 64, D = 128, block = 64;
+    int64_t B = -1, ctx = -1, next_n = 1, H = 64, D = 128, block = 64, nblk = 0, bsz = 8;
     int mixed = 0, physical = 0;
     cli_opt opts[] = {
         {"--B", NULL, CLI_INT, &B, "N", "requests (default: GPU 64, CPU 8)", 1, INT32_MAX, 0},
@@ -109,6 +121,9 @@ int bench_decode_main(int argc, char **argv) {
         {"--D", NULL, CLI_INT, &D, "N", "head dimension (default 128)", 1, LTK_INDEXER_MAX_D, 0},
         {"--block", NULL, CLI_INT, &block, "N", "tokens a cache block (default 64)", 1, LTK_DECODE_MAX_BLOCK, 0},
         {"--physical", NULL, CLI_FLAG, &physical, NULL, "physical slots out (SGLang) instead of positions", 0, 0, 0},
+        {"--blocks", NULL, CLI_INT, &nblk, "N", "also the decode publication of N blocks a row (default 0: off)", 0,
+         LTK_BLOCKS_MAX_K, 0},
+        {"--b", NULL, CLI_INT, &bsz, "N", "positions a block of the publication (default 8)", 1, LTK_BLOCK_MAX_SIZE, 0},
     };
     bench_common c;
     BENCH_PARSE(cmd, decode_usage, decode_about, opts, &c);
@@ -146,32 +161,46 @@ int bench_decode_main(int argc, char **argv) {
     if (!st) st = devmem_clone(dev, w, sizeof(float) * rows * (size_t)H, &b.weights);
     free(cache), free(table), free(lens), free(q), free(w);
     bench_call *bc = &b.call;
-    if (!st) st = devmem_alloc(dev, rows * (size_t)k * sizeof(int32_t), &bc->out_idx);
-    if (!st) st = devmem_alloc(dev, rows * (size_t)k * sizeof(float), (void **)&bc->out_scores);
+    const size_t kmax = (size_t)(nblk > k ? nblk : k);
+    if (!st) st = devmem_alloc(dev, rows * kmax * sizeof(int32_t), &bc->out_idx);
+    if (!st) st = devmem_alloc(dev, rows * kmax * sizeof(float), (void **)&bc->out_scores);
     int exit_code = CLI_EXIT_FAIL;
-    if (!st) {
+    b.b_size = bsz, b.n_blk = nblk;
+    for (int pub = nblk > 0 ? 1 : 0; !st && pub >= 0; pub--) {
         a->q = b.q, a->kv_cache = b.cache, a->block_table = b.table, a->seq_lens = b.lens, a->weights = b.weights;
         a->out_idx = bc->out_idx, a->out_scores = bc->out_scores;
+        b.publication = pub;
         bc->env = &env, bc->what = "ltk_decode_topk", bc->args = a, bc->size = decode_size, bc->call = decode_call;
         bc->n_out = rows * (size_t)k, bc->idx_size = 4;
+        if (pub) { /* blocks only, as V4.1's source layer publishes them (SGLang's block table) */
+            memset(&b.blk, 0, sizeof b.blk);
+            b.blk.dx = *a;
+            b.blk.dx.k = 0, b.blk.dx.out_idx = NULL, b.blk.dx.out_scores = NULL;
+            b.blk.dx.flags = LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX;
+            b.blk.block_size = (int32_t)bsz, b.blk.block_k = (int32_t)nblk, b.blk.out_blocks = bc->out_idx;
+            bc->what = "ltk_decode_blocks_topk", bc->args = &b.blk, bc->size = blocks_size, bc->call = blocks_call;
+            bc->n_out = rows * (size_t)nblk;
+        }
         bench_op op;
         memset(&op, 0, sizeof op);
         op.dtype = "e4m3";
         op.name = "decode", op.ctx = &b, op.setup = bench_call_setup, op.run = bench_call_run;
         op.run_alloc = bench_call_run_alloc;
         op.fetch = bench_call_fetch, op.teardown = bench_call_teardown, op.json_shape = decode_json;
-        op.rows = (int64_t)rows, op.k = (int32_t)k, op.idx_size = 4;
+        op.rows = (int64_t)rows, op.k = (int32_t)(pub ? nblk : k), op.idx_size = 4;
+        if (pub) op.name = "decode_blocks";
         op.fp8_ceiling = 1;
         op.flops = 2.0 * (double)H * (double)D * visible;
         /* the floor: each request's cache read once (its next_n rows share it) */
         op.floor_bytes = b.cached * (double)(D + 4);
-        snprintf(op.shape, sizeof op.shape, "B=%lld ctx=%lld%s next_n=%lld H=%lld D=%lld k=%lld block=%lld%s",
-                 (long long)B, (long long)ctx, mixed ? " (mixed)" : "", (long long)next_n, (long long)H, (long long)D,
-                 (long long)k, (long long)block, physical ? " physical" : "");
+        snprintf(op.shape, sizeof op.shape, "%sB=%lld ctx=%lld%s next_n=%lld H=%lld D=%lld k=%lld block=%lld%s",
+                 pub ? "publication " : "", (long long)B, (long long)ctx, mixed ? " (mixed)" : "", (long long)next_n,
+                 (long long)H, (long long)D, pub ? (long long)nblk : (long long)k, (long long)block,
+                 physical && !pub ? " physical" : "");
         exit_code = bench_all(&env, &op);
-    } else {
-        fprintf(stderr, "litetopk %s: %s\n", cmd, tool_last_error());
+        if (exit_code != CLI_EXIT_OK) break;
     }
+    if (st) fprintf(stderr, "litetopk %s: %s\n", cmd, tool_last_error());
     devmem_free(dev, b.cache), devmem_free(dev, b.table), devmem_free(dev, b.lens), devmem_free(dev, b.q);
     devmem_free(dev, b.weights), devmem_free(dev, bc->out_idx), devmem_free(dev, bc->out_scores);
     return exit_code;
