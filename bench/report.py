@@ -314,6 +314,23 @@ def blocks_h200():
                      ms(cmat["median_ms"]) if cmat else "", words(cons["median_ms"], cmat["median_ms"] if cmat else None,
                                                                   "materialize")])
     r0 = run[0]
+    dec = newest_run(load("h200", "decode_blocks"), "litetopk bench decode_blocks")
+    dec_tab = ""
+    if dec:
+        plain = {(r["B"], r["ctx"], r["next_n"], r["algo"]): r for r in load("h200", "decode")
+                 if r.get("commit") == dec[0].get("commit") and r.get("date") == dec[0].get("date")}
+        drows = []
+        for r in sorted((x for x in dec if x["algo"] == "fused"), key=lambda x: (x["next_n"], x["B"], x["ctx"])):
+            p = plain.get((r["B"], r["ctx"], r["next_n"], "fused"))
+            drows.append([f"B={r['B']} ctx={size(r['ctx'])} next_n={r['next_n']}, b={r['block_size']}, "
+                          f"{r['block_k']} blocks", ms(r["median_ms"]), ms(p["median_ms"]) if p else "",
+                          f"{r['median_ms'] / p['median_ms']:.2f}x" if p else "", ms(r.get("read_floor_ms")),
+                          f"{r['x_floor']:.2f}x" if r.get("x_floor") else ""])
+        dec_tab = ("\n\nThe decode publication (`ltk_decode_blocks_topk` over the paged cache, block_kv 64, blocks "
+                   "only, pinned, ids ascending) beside the decode step (`ltk_decode_topk`, k=2048) on the same "
+                   "inputs, " + provenance(dec, "bench/results/h200/decode_blocks.jsonl") + "\n\n"
+                   + table(["shape", "publication", "decode step", "publication / decode", "cache read floor",
+                            "publication / floor"], drows))
     return ("DeepSeek-V4.1's candidate indexer (`ltk_blocks_topk`, `ltk_candidates_topk`), T=" + str(r0["T"])
             + f", S={size(r0['S'])} compressed keys, H={r0['H']}, e4m3, causal; the publication pins the newest "
             "block and returns ids ascending, the consumer scores the published lists, "
@@ -322,7 +339,7 @@ def blocks_h200():
             "in the process; the consumer's materialize gathers them densely first, then the indexer's dense path.\n\n"
             + table(["shape", "publication", "plain fused indexer", "publication / plain", "consumer",
                      "consumer read floor", "consumer / floor", "consumer materialize", "consumer vs materialize"],
-                    rows))
+                    rows) + dec_tab)
 
 
 TABLES = {"dsa-h200": dsa_h200, "prefill-h200": prefill_h200, "knn-h200": knn_h200, "select-h200": select_h200,
