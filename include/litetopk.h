@@ -414,8 +414,9 @@ LTK_API ltk_status ltk_candidates_topk(const ltk_candidates_args *args, const lt
  * Limits: as ltk_decode_topk's and the prefill forms'. Backends: ref and CPU (each request's keys
  * are gathered, the publication's whole context, the consumer's listed blocks only, and the
  * prefill form runs on them; the gather buffers are allocated by the call: the workspace query
- * says 0); CUDA the publication (the scan over the cache, as ltk_decode_topk's; graph-safe, q
- * e4m3), the consumer LTK_EUNSUPPORTED.
+ * says 0); CUDA both (graph-safe, q e4m3; the publication's scan reads the cache as
+ * ltk_decode_topk's; the consumer's block_size must divide block_kv into a power of two, else
+ * LTK_EUNSUPPORTED, and a listed block whose page is unmapped scores NaN).
  * ------------------------------------------------------------------------------------------- */
 typedef struct ltk_decode_blocks_args {
     ltk_decode_args dx;        /* the cache, the rows and their lengths; the ordinary top-k (dx.k = 0: none) */
@@ -435,6 +436,8 @@ typedef struct ltk_decode_candidates_args {
 LTK_API ltk_status ltk_decode_blocks_workspace_size(const ltk_decode_blocks_args *args, const ltk_exec *exec,
                                                     size_t *bytes);
 LTK_API ltk_status ltk_decode_blocks_topk(const ltk_decode_blocks_args *args, const ltk_exec *exec);
+LTK_API ltk_status ltk_decode_candidates_workspace_size(const ltk_decode_candidates_args *args, const ltk_exec *exec,
+                                                        size_t *bytes);
 LTK_API ltk_status ltk_decode_candidates_topk(const ltk_decode_candidates_args *args, const ltk_exec *exec);
 
 /* ---------------------------------------------------------------------------------------------

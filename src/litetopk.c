@@ -376,7 +376,8 @@ static ltk_status cand_dx_fill(const ltk_decode_args *in, ltk_decode_args *a, co
     LTK_FORWARD_IF(decode_fill(&d, a, bi));
     if (none) a->k = 0, a->out_idx = NULL, a->out_stride = 0;
     a->flags |= extra;
-    LTK_RETURN_IF(!is_host_backend(bi) && (!blocks_only || !bi->decode_blocks), LTK_EUNSUPPORTED,
+    const int device_op = blocks_only ? bi->decode_blocks != NULL : bi->decode_candidates != NULL;
+    LTK_RETURN_IF(!is_host_backend(bi) && !device_op, LTK_EUNSUPPORTED,
                   "%s: backend '%s' has no decode form of it yet (ref and cpu have)", op, bi->name);
     return LTK_OK;
 }
@@ -665,12 +666,26 @@ ltk_status ltk_decode_blocks_topk(const ltk_decode_blocks_args *args, const ltk_
     return ltk_decode_blocks_run(&a, &e);
 }
 
+ltk_status ltk_decode_candidates_workspace_size(const ltk_decode_candidates_args *args, const ltk_exec *exec,
+                                                size_t *bytes) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_decode_candidates_args a;
+    static const ltk_exec def;
+    LTK_RETURN_IF(bytes == NULL, LTK_EINVAL, "bytes is NULL");
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(decode_candidates_fill(args, &a, bi));
+    *bytes = 0; /* (the host backends' gather buffers are the call's own) */
+    return is_host_backend(bi) ? LTK_OK : bi->decode_candidates_workspace(&a, exec ? exec : &def, bytes);
+}
+
 ltk_status ltk_decode_candidates_topk(const ltk_decode_candidates_args *args, const ltk_exec *exec) {
     ltk_clear_error();
     const ltk_backend_i *bi = NULL;
     ltk_decode_candidates_args a;
     LTK_FORWARD_IF(pick_backend(exec, &bi));
     LTK_FORWARD_IF(decode_candidates_fill(args, &a, bi));
+    if (!is_host_backend(bi)) LTK_RUN_WITH_WORKSPACE(bi, decode_candidates_workspace, decode_candidates, &a, exec);
     ltk_exec e;
     memset(&e, 0, sizeof e);
     if (exec) e = *exec;

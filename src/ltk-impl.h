@@ -93,10 +93,12 @@ typedef struct ltk_backend_i {
     ltk_status (*blocks)(const ltk_blocks_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
     ltk_status (*candidates_workspace)(const ltk_candidates_args *a, const ltk_exec *e, size_t *bytes);
     ltk_status (*candidates)(const ltk_candidates_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
-    /* Its decode form on a device backend (NULL on the host backends: the front end runs
+    /* Its decode forms on a device backend (NULL on the host backends: the front end runs
      * decode-candidates.c for them; NULL elsewhere: unsupported). */
     ltk_status (*decode_blocks_workspace)(const ltk_decode_blocks_args *a, const ltk_exec *e, size_t *bytes);
     ltk_status (*decode_blocks)(const ltk_decode_blocks_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
+    ltk_status (*decode_candidates_workspace)(const ltk_decode_candidates_args *a, const ltk_exec *e, size_t *bytes);
+    ltk_status (*decode_candidates)(const ltk_decode_candidates_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
 } ltk_backend_i;
 
 /* The convenience path's workspace through the backend (ws_alloc, else mem_alloc). */

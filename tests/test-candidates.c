@@ -604,7 +604,8 @@ static void test_decode_forms(void) {
             decode_forms_case(2, 1, 32, 500, 16, 40, 0, fl[f] & ~LTK_FLAG_PHYSICAL, 1, host_backends[i]);
             decode_forms_case(4, 3, 16, 200, 3, 30, 64, fl[f], (f + 1) % 2, host_backends[i]); /* b does not divide block_kv */
         }
-    /* the CUDA backend has no decode consumer yet: it says so (its publication: test-cuda-candidates) */
+    /* the CUDA decode consumer takes blocks that tile the cache's pages only: else it says so
+     * before touching memory (both decode forms on CUDA: test-cuda-candidates) */
     if (ltk_backend_available(LTK_BACKEND_CUDA)) {
         dprob p;
         dprob_make(&p, 1, 1, 16, 64);
@@ -612,9 +613,10 @@ static void test_decode_forms(void) {
         ltk_decode_candidates_args dc;
         memset(&dc, 0, sizeof dc);
         dc.dx = dprob_dx(&p, 8, out, NULL, 0, 0);
-        dc.block_size = 8, dc.n_blocks = 4, dc.blocks = list;
+        dc.block_size = 3, dc.n_blocks = 4, dc.blocks = list;
         ltk_exec cu = {LTK_BACKEND_CUDA, LTK_ALGO_FUSED, NULL, NULL, 0, 1, NULL};
-        CHECK(ltk_decode_candidates_topk(&dc, &cu) == LTK_EUNSUPPORTED, "decode candidates on CUDA: not LTK_EUNSUPPORTED");
+        CHECK(ltk_decode_candidates_topk(&dc, &cu) == LTK_EUNSUPPORTED,
+              "decode candidates of 3-token blocks in 16-token pages on CUDA: not LTK_EUNSUPPORTED");
         dprob_free(&p);
     }
     /* the host backends' workspace query: 0 (their gather buffers are the call's) */

@@ -624,7 +624,8 @@ def decode_candidates_topk(q, kv_cache, weights, lens, block_table, blocks, topk
     (``ltk_decode_candidates_topk``): ``blocks`` (int32 ``[B * next_n, n]``, logical block ids of
     ``block_size`` positions, any order, repeats once, -1 padding) lists each row's candidates; the
     exact top ``topk`` of them returned as :func:`decode_topk` returns (positions, or ``physical``
-    slots; ``by_index``: ascending positions). Backends: ref and cpu."""
+    slots; ``by_index``: ascending positions). Backends: ref, cpu and cuda (q e4m3; there
+    ``block_size`` must divide ``block_kv`` into a power of two)."""
     a, ctx, ia, sca = _decode_prepare(q, kv_cache, weights, lens, block_table, topk, block_kv, max_len, physical,
                                       sorted, return_scores, out, backend, algo, dtype, num_threads, None)
     rows = a.B * a.next_n

@@ -79,4 +79,6 @@ const ltk_backend_i ltk_backend_cpu = {
     /* .candidates        = */ ltkc_candidates,
     /* .decode_blocks_ws  = */ NULL,
     /* .decode_blocks     = */ NULL,
+    /* .decode_cands_ws   = */ NULL,
+    /* .decode_cands      = */ NULL,
 };

@@ -519,14 +519,18 @@ typedef struct cand_plan {
     int64_t grows;                /* materialize: rows a gathered sub-chunk */
     int64_t row_bytes, g_stride;  /* materialize: a key row's bytes, gathered at this stride */
     size_t o_bt, o_cs, o_ce, o_g, o_gs, o_gbt, o_ix, ix_bytes, total;
+    const ltk_decode_args *dx;   /* a decode call's consumer: its cache pages, in sub-blocks (contig 2) */
+    size_t o_phys, o_rng;        /* decode: the sub-block table, the rows' ranges */
 } cand_plan;
 
-static ltk_status cand_make(const ltk_candidates_args *ca, const ltk_exec *e, int sizing, cand_plan *p) {
+static ltk_status cand_make(const ltk_candidates_args *ca, const ltk_decode_args *dx, const ltk_exec *e, int sizing,
+                            cand_plan *p) {
     memset(p, 0, sizeof *p);
     const ltk_indexer_args *a = &ca->ix;
     const int64_t T = a->T, b = ca->block_size, nb = ca->n_blocks, cols = nb * b;
     const size_t es = ltk_dtype_size(a->dtype);
-    p->materialize = e->algo == LTK_ALGO_MATERIALIZE;
+    p->dx = dx;
+    p->materialize = e->algo == LTK_ALGO_MATERIALIZE && !dx; /* (decode: the fused path serves both) */
     p->n2_prep = pow2_at_least(nb);
     p->n2_map = pow2_at_least(a->k);
     ltk_indexer_args *ia = &p->ia;
@@ -547,10 +551,25 @@ static ltk_status cand_make(const ltk_candidates_args *ca, const ltk_exec *e, in
     g->kv_stride = a->kv_stride_s;
     g->nkeys = a->S > 0 ? a->S : 1;
     g->bt_stride = nb;
+    if (dx) { /* sub-blocks of b tokens of the cache's pages */
+        const int64_t r = dx->block_kv / b;
+        g->cache = dx->kv_cache ? dx->kv_cache : (const uint8_t *)dx->block_table;
+        g->contig = 2;
+        g->page_kv = dx->block_kv;
+        g->bstride = dx->block_stride;
+        g->nblocks = dx->num_blocks * r > 0 ? dx->num_blocks * r : 1;
+        g->scale = NULL;
+    }
     p->o_bt = 0;
     p->o_cs = ltk_al256(4 * (size_t)T * (size_t)nb);
     p->o_ce = p->o_cs + ltk_al256(4 * (size_t)(T > 0 ? T : 1));
     size_t at = p->o_ce + ltk_al256(4 * (size_t)(T > 0 ? T : 1));
+    if (dx) {
+        p->o_phys = at;
+        at += ltk_al256(4 * (size_t)T * (size_t)nb);
+        p->o_rng = at;
+        at += 2 * ltk_al256(4 * (size_t)(T > 0 ? T : 1));
+    }
     int64_t rows_ix = T;
     if (p->materialize) {
         p->row_bytes = (int64_t)a->D * (int64_t)es;
@@ -593,20 +612,90 @@ static ltk_status cand_make(const ltk_candidates_args *ca, const ltk_exec *e, in
 
 extern "C" ltk_status ltk_cuda_candidates_workspace(const ltk_candidates_args *ca, const ltk_exec *e, size_t *bytes) {
     cand_plan p;
-    LTK_FORWARD_IF(cand_make(ca, e, 1, &p));
+    LTK_FORWARD_IF(cand_make(ca, NULL, e, 1, &p));
     *bytes = p.total;
     return LTK_OK;
 }
 
+static ltk_status cand_run(const ltk_candidates_args *ca, const ltk_decode_args *dx, const ltk_exec *e, void *wsv,
+                           size_t ws_bytes);
+
 extern "C" ltk_status ltk_cuda_candidates(const ltk_candidates_args *ca, const ltk_exec *e, void *wsv, size_t ws_bytes) {
+    return cand_run(ca, NULL, e, wsv, ws_bytes);
+}
+
+/* The decode consumer: the prefill form's arguments over the decode call's indexer view (ranges
+ * written into the workspace by cand_run). Blocks of b tokens must tile the cache's pages in a
+ * power-of-two count (b = 8, 16 in 64- or 32-token pages). */
+static ltk_status cand_decode_view(const ltk_decode_candidates_args *da, ltk_candidates_args *ca) {
+    const ltk_decode_args *d = &da->dx;
+    if (d->dtype != LTK_DTYPE_E4M3)
+        return ltk_error(LTK_EUNSUPPORTED, "cuda decode candidates: q must be e4m3 (bf16 and f32 queries are for the host backends)");
+    const int32_t r = d->block_kv / da->block_size;
+    if (d->block_kv % da->block_size || (r & (r - 1)))
+        return ltk_error(LTK_EUNSUPPORTED, "cuda decode candidates: block_size=%d must divide block_kv=%d into a power of two "
+                         "(the host backends take any)", da->block_size, d->block_kv);
+    memset(ca, 0, sizeof *ca);
+    ltk_paged_src unused;
+    ltk_cuda_decode_source(d, &ca->ix, &unused);
+    ca->ix.flags = (d->flags & ~LTK_FLAG_PHYSICAL) | LTK_FLAG_ABSOLUTE;
+    ca->block_size = da->block_size, ca->n_blocks = da->n_blocks, ca->blocks = da->blocks;
+    ca->blocks_stride = da->blocks_stride;
+    return LTK_OK;
+}
+
+extern "C" ltk_status ltk_cuda_decode_candidates_workspace(const ltk_decode_candidates_args *da, const ltk_exec *e,
+                                                           size_t *bytes) {
+    ltk_candidates_args ca;
+    LTK_FORWARD_IF(cand_decode_view(da, &ca));
     cand_plan p;
-    LTK_FORWARD_IF(cand_make(ca, e, 0, &p)); /* (p.total without the indexer's part, which checks its own) */
+    LTK_FORWARD_IF(cand_make(&ca, &da->dx, e, 1, &p));
+    *bytes = p.total;
+    return LTK_OK;
+}
+
+extern "C" ltk_status ltk_cuda_decode_candidates(const ltk_decode_candidates_args *da, const ltk_exec *e, void *wsv,
+                                                 size_t ws_bytes) {
+    ltk_candidates_args ca;
+    LTK_FORWARD_IF(cand_decode_view(da, &ca));
+    return cand_run(&ca, &da->dx, e, wsv, ws_bytes);
+}
+
+/* Listed logical blocks -> sub-blocks of the cache (contig 2): page table[request][id * b / page_kv],
+ * part (id * b % page_kv) / b; -1 where the page is unmapped (its positions score NaN). */
+__global__ void cx_dec_phys_kernel(const int32_t *btab, int64_t T, int32_t nl, int32_t b, const int32_t *bt,
+                                   int64_t bt_stride, int32_t max_blocks, int64_t num_blocks, int32_t page_kv,
+                                   int32_t next_n, int32_t *phys) {
+    const int64_t n = T * nl;
+    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < n; x += (int64_t)gridDim.x * blockDim.x) {
+        const int32_t id = btab[x];
+        int32_t e = -1;
+        if (id >= 0) {
+            const int64_t pos = (int64_t)id * b, pi = pos / page_kv;
+            const int32_t page = pi < max_blocks ? bt[(x / nl / next_n) * bt_stride + pi] : -1;
+            if (page >= 0 && page < num_blocks) e = (int32_t)(page * (int64_t)(page_kv / b) + (pos % page_kv) / b);
+        }
+        phys[x] = e;
+    }
+}
+
+static ltk_status cand_run(const ltk_candidates_args *ca0, const ltk_decode_args *dx, const ltk_exec *e, void *wsv,
+                           size_t ws_bytes) {
+    cand_plan p;
+    LTK_FORWARD_IF(cand_make(ca0, dx, e, 0, &p)); /* (p.total without the indexer's part, which checks its own) */
+    ltk_candidates_args cav = *ca0;
+    const ltk_candidates_args *ca = &cav;
     if (ws_bytes < p.total)
         return ltk_error(LTK_EWORKSPACE, "workspace of %zu bytes is smaller than the %zu bytes required", ws_bytes, p.total);
-    const ltk_indexer_args *a = &ca->ix;
     cudaStream_t st = (cudaStream_t)e->stream;
     uint8_t *ws = (uint8_t *)(uintptr_t)ltk_al256((uintptr_t)wsv);
     const size_t ix_room = ws_bytes - (size_t)(ws - (uint8_t *)wsv) - p.o_ix;
+    if (dx && cav.ix.T > 0) { /* the decode rows' ranges: [0, len) */
+        int32_t *ks = (int32_t *)(ws + p.o_rng), *ke = (int32_t *)(ws + p.o_rng + ltk_al256(4 * (size_t)cav.ix.T));
+        LTK_FORWARD_IF(ltk_cuda_decode_ranges(dx, ks, ke, st));
+        cav.ix.ks = ks, cav.ix.ke = ke;
+    }
+    const ltk_indexer_args *a = &ca->ix;
     const int64_t T = a->T, b = ca->block_size, nb = ca->n_blocks;
     if (e->stats) {
         memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
@@ -629,7 +718,18 @@ extern "C" ltk_status ltk_cuda_candidates(const ltk_candidates_args *ca, const l
     ltk_exec ie = *e;
     ie.algo = e->algo == LTK_ALGO_SCORE_ONLY ? LTK_ALGO_SCORE_ONLY : LTK_ALGO_FUSED; /* (score only: the scan alone) */
     ie.stats = NULL;
-    if (!p.materialize) {
+    if (dx) { /* the listed blocks as sub-blocks of the cache's pages, for the scan */
+        int32_t *phys = (int32_t *)(ws + p.o_phys);
+        const int64_t n = T * nb;
+        const unsigned grid = (unsigned)(n / 256 + 1 < 132 * 8 ? n / 256 + 1 : 132 * 8);
+        cx_dec_phys_kernel<<<grid, 256, 0, st>>>(btab, T, (int32_t)nb, (int32_t)b, dx->block_table, dx->bt_stride,
+                                                 dx->max_blocks, dx->num_blocks, dx->block_kv, dx->next_n, phys);
+        LTK_CUDA_TRY(cudaGetLastError());
+        p.pg.bt = phys;
+        p.ia.ks = cs;
+        p.ia.ke = ce;
+        LTK_FORWARD_IF(ltk_cuda_indexer_paged(&p.ia, &p.pg, &ie, ws + p.o_ix, ix_room));
+    } else if (!p.materialize) {
         p.pg.bt = btab;
         p.ia.ks = cs;
         p.ia.ke = ce;
@@ -676,5 +776,6 @@ extern "C" ltk_status ltk_cuda_candidates(const ltk_candidates_args *ca, const l
                                                        (int32_t)nb, (int32_t)b, a->ks, a->S,
                                                        (a->flags & LTK_FLAG_ABSOLUTE) != 0, by_index, p.n2_map);
     LTK_CUDA_TRY(cudaGetLastError());
+    if (dx && (dx->flags & LTK_FLAG_PHYSICAL)) LTK_FORWARD_IF(ltk_cuda_decode_physical(dx, st));
     return LTK_OK;
 }

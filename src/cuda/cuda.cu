@@ -283,4 +283,6 @@ extern "C" const ltk_backend_i ltk_backend_cuda = {
     /* .candidates        = */ ltk_cuda_candidates,
     /* .decode_blocks_ws  = */ ltk_cuda_decode_blocks_workspace,
     /* .decode_blocks     = */ ltk_cuda_decode_blocks,
+    /* .decode_cands_ws   = */ ltk_cuda_decode_candidates_workspace,
+    /* .decode_cands      = */ ltk_cuda_decode_candidates,
 };

@@ -103,7 +103,7 @@ extern "C" void ltk_cuda_decode_source(const ltk_decode_args *d, ltk_indexer_arg
     a->flags = d->flags & ~LTK_FLAG_PHYSICAL;
     a->state = NULL;
     const ltk_paged_src g = {d->kv_cache, d->num_blocks, d->block_stride, d->block_table, d->bt_stride,
-                             d->block_kv, d->max_blocks, d->next_n, 0, NULL, 0, 0};
+                             d->block_kv, d->max_blocks, d->next_n, 0, NULL, 0, 0, 0};
     *pg = g;
     /* An empty cache (num_blocks 0, kv_cache may be NULL) is still a paged source: the kernels tell
      * it from the contiguous one by a non-NULL cache, and read nothing through it (every block is

@@ -66,7 +66,11 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
                     const int32_t b = blk_s[kk];
                     const int64_t tok = (k0 + kk) % p.pg.bkv;
                     float v = 0.0f;
-                    if (b >= 0 && p.pg.contig) { /* listed blocks of the key array (any dtype) */
+                    if (b >= 0 && p.pg.contig == 2) { /* listed sub-blocks of cache pages */
+                        const int32_t r = p.pg.page_kv / p.pg.bkv;
+                        const int64_t row = (int64_t)(b % r) * p.pg.bkv + tok;
+                        v = ltk_e4m3_f32(p.pg.cache[(int64_t)(b / r) * p.pg.bstride + row * D + d]);
+                    } else if (b >= 0 && p.pg.contig) { /* listed blocks of the key array (any dtype) */
                         const int64_t row = (int64_t)b * p.pg.bkv + tok;
                         if (row < p.pg.nkeys) v = ltk_load_elem(p.pg.cache, p.dtype, row * p.pg.kv_stride + d);
                     } else if (b >= 0) {
@@ -99,7 +103,13 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
                 for (int w = 1; w < 8; w++) s = __fadd_rn(s, red[w * PT_KEYS + lane]);
                 if (key < hi) {
                     float scl = 1.0f;
-                    if (p.pg.cache && p.pg.contig) {
+                    if (p.pg.cache && p.pg.contig == 2) {
+                        const int32_t b = blk_s[lane], r = p.pg.page_kv / p.pg.bkv;
+                        const int64_t row = (int64_t)(b % r) * p.pg.bkv + key % p.pg.bkv;
+                        scl = b < 0 ? __int_as_float(0x7fc00000)
+                                    : *(const float *)(p.pg.cache + (int64_t)(b / r) * p.pg.bstride +
+                                                       (int64_t)p.pg.page_kv * D + 4 * row);
+                    } else if (p.pg.cache && p.pg.contig) {
                         const int32_t b = blk_s[lane];
                         const int64_t row = (int64_t)b * p.pg.bkv + key % p.pg.bkv;
                         scl = b < 0 || row >= p.pg.nkeys ? __int_as_float(0x7fc00000) : p.pg.scale ? p.pg.scale[row] : 1.0f;

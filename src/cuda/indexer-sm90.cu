@@ -27,6 +27,9 @@
  * block maxima), the candidate indexer's block maxima (LTK_SCAN_BLOCKMAX) and its listed blocks
  * (ltk_paged_src.contig). */
 enum { SM90_VAR_PLAIN = 0, SM90_VAR_BLOCKMAX = 1, SM90_VAR_LISTED = 2 };
+/* The scales of an unmapped listed sub-block (cp.async copies them: it cannot fill a NaN). */
+__device__ __align__(16) const float sm90_nan4[4] = {__builtin_nanf(""), __builtin_nanf(""), __builtin_nanf(""),
+                                                     __builtin_nanf("")};
 #define SM90_MATH_WG 4
 #define SM90_THREADS (128 * (1 + SM90_MATH_WG))
 #define SM90_MATH_WARPS (4 * SM90_MATH_WG)
@@ -437,19 +440,37 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                             const int bsh = __ffs(p.pg.bkv) - 1, wnd = need - cur_base;
                             int32_t id = __shfl_sync(0xffffffffu, cur, (wnd + lane) & 31);
                             id = id >= 0 && id < p.pg.nblocks ? id : -1;
-                            if (lane < nb)
-                                ltk_tma_load_2d(kv_s + stage * (SM90_BKV * 128) + lane * p.pg.bkv * 128, &tm_kv,
-                                                &full_b[stage], 0, id >= 0 ? id * p.pg.bkv : -p.pg.bkv);
+                            /* (contig 2, sub-blocks of cache pages: id = page * r + part) */
+                            const int rsh = p.pg.contig == 2 ? __ffs(p.pg.page_kv >> bsh) - 1 : 0;
+                            if (lane < nb) {
+                                uint8_t *dst = kv_s + stage * (SM90_BKV * 128) + lane * p.pg.bkv * 128;
+                                if (p.pg.contig == 2)
+                                    ltk_tma_load_3d(dst, &tm_kv, &full_b[stage], 0,
+                                                    id >= 0 ? (id & ((1 << rsh) - 1)) * p.pg.bkv : 0, id >= 0 ? id >> rsh : -1);
+                                else
+                                    ltk_tma_load_2d(dst, &tm_kv, &full_b[stage], 0, id >= 0 ? id * p.pg.bkv : -p.pg.bkv);
+                            }
                             {
                                 const int r = 8 * lane;
                                 int32_t sid = __shfl_sync(0xffffffffu, id, r >> bsh);
-                                const int64_t k0 = (int64_t)sid * p.pg.bkv + (r & (p.pg.bkv - 1));
                                 const uint32_t sdst = ltk_smem_addr(kvs_s + stage * SM90_BKV + r);
+                                if (p.pg.contig == 2) { /* the page's scales, or NaN for an unmapped one */
+                                    const uint8_t *src = sid >= 0 ? (const uint8_t *)p.kv_scale +
+                                                                        (int64_t)(sid >> rsh) * p.pg.bstride +
+                                                                        4 * ((sid & ((1 << rsh) - 1)) * p.pg.bkv + (r & (p.pg.bkv - 1)))
+                                                                  : (const uint8_t *)sm90_nan4;
 #pragma unroll
-                                for (int h = 0; h < 2; h++) {
-                                    const int64_t left = sid >= 0 && p.kv_scale ? p.pg.nkeys - (k0 + 4 * h) : 0;
-                                    const uint32_t nbytes = left <= 0 ? 0u : left >= 4 ? 16u : (uint32_t)left * 4u;
-                                    ltk_cp_async16_n(sdst + 16 * h, nbytes ? (const void *)(p.kv_scale + k0 + 4 * h) : (const void *)p.pg.cache, nbytes);
+                                    for (int h = 0; h < 2; h++) ltk_cp_async16_n(sdst + 16 * h, src + (sid >= 0 ? 16 * h : 0), 16u);
+                                } else {
+                                    const int64_t k0 = (int64_t)sid * p.pg.bkv + (r & (p.pg.bkv - 1));
+#pragma unroll
+                                    for (int h = 0; h < 2; h++) {
+                                        const int64_t left = sid >= 0 && p.kv_scale ? p.pg.nkeys - (k0 + 4 * h) : 0;
+                                        const uint32_t nbytes = left <= 0 ? 0u : left >= 4 ? 16u : (uint32_t)left * 4u;
+                                        ltk_cp_async16_n(sdst + 16 * h,
+                                                         nbytes ? (const void *)(p.kv_scale + k0 + 4 * h) : (const void *)p.pg.cache,
+                                                         nbytes);
+                                    }
                                 }
                                 ltk_cp_async_mbar_arrive_noinc(&full_b[stage]);
                             }
@@ -870,7 +891,11 @@ extern "C" int ltk_sm90_paged_supported(const ltk_indexer_args *a, const ltk_pag
     if (g->bkv < (g->contig ? 8 : 32) || g->bkv > SM90_BKV || (g->bkv & (g->bkv - 1))) return 0;
     if (((uintptr_t)a->q & 15) || (a->q_stride_t & 15) || ((uintptr_t)g->cache & 15)) return 0;
     if (g->nblocks < 1 || g->nblocks > INT32_MAX) return 0;
-    if (g->contig) {
+    if (g->contig == 2) {
+        if (g->page_kv % g->bkv || ((g->page_kv / g->bkv) & (g->page_kv / g->bkv - 1)) || (g->bstride & 15) ||
+            g->bstride >= ((int64_t)1 << 40) || g->page_kv > 256)
+            return 0;
+    } else if (g->contig) {
         if ((g->kv_stride & 15) || ((uintptr_t)g->scale & 15) || g->nkeys < 1 || g->nkeys > INT32_MAX) return 0;
     } else if ((g->bstride & 15) || g->bstride >= ((int64_t)1 << 40)) {
         return 0;
@@ -885,6 +910,19 @@ static ltk_status sm90_tmaps_paged(const ltk_scan_params *p, PFN_cuTensorMapEnco
                                    CUtensorMap *tks) {
     const ltk_paged_src *g = &p->pg;
     cuuint32_t one[3] = {1, 1, 1};
+    if (g->contig == 2) { /* cache pages [num_blocks][page_kv][128] in boxes of one sub-block */
+        const int32_t r = g->page_kv / g->bkv;
+        cuuint64_t kdim[3] = {128, (cuuint64_t)g->page_kv, (cuuint64_t)(g->nblocks / r)};
+        cuuint64_t kstr[2] = {128, (cuuint64_t)g->bstride};
+        cuuint32_t kbox[3] = {128, (cuuint32_t)g->bkv, 1};
+        CUresult r2 = enc(tkv, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, (void *)g->cache, kdim, kstr, kbox, one,
+                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r2 != CUDA_SUCCESS)
+            return ltk_error(LTK_ECUDA, "cuTensorMapEncodeTiled(listed pages) failed with CUresult %d", (int)r2);
+        memset(tks, 0, sizeof *tks);
+        return LTK_OK;
+    }
     if (g->contig) { /* the key array [nkeys][128] in boxes of one block (the scales: no map) */
         cuuint64_t kdim[2] = {128, (cuuint64_t)g->nkeys};
         cuuint64_t kstr[1] = {(cuuint64_t)g->kv_stride};
@@ -961,6 +999,17 @@ template <int H, int NN, int VAR> static ltk_status sm90_launch(const ltk_scan_p
     return LTK_OK;
 }
 
+/* The kernel of a variant by H and the query-heads a q-block holds (`used` rows of H heads). */
+template <int VAR> static ltk_status sm90_launch_grouped(const ltk_scan_params *p, int nsm, int used, cudaStream_t st) {
+    switch (p->H) {
+    case 16: return sm90_launch<16, 128, VAR>(p, nsm, st);
+    case 32: return used == 1 ? sm90_launch<32, 32, VAR>(p, nsm, st)
+                    : used == 2 ? sm90_launch<32, 64, VAR>(p, nsm, st) : sm90_launch<32, 128, VAR>(p, nsm, st);
+    case 64: return used == 1 ? sm90_launch<64, 64, VAR>(p, nsm, st) : sm90_launch<64, 128, VAR>(p, nsm, st);
+    }
+    return ltk_error(LTK_EINTERNAL, "sm90 scan: H=%d not instantiated", p->H);
+}
+
 extern "C" ltk_status ltk_sm90_scan(const ltk_scan_params *p, int nsm, cudaStream_t st) {
     /* the query-heads a q-block holds: fewer than 128 when its rows are one decode request's */
     const int bq = 128 / p->H;
@@ -969,17 +1018,8 @@ extern "C" ltk_status ltk_sm90_scan(const ltk_scan_params *p, int nsm, cudaStrea
      * block-max epilogue and the listed-block producer raised the plain H = 64 kernel's spills from
      * 100 to 222 bytes (ptxas -v), in the loop every indexer call runs. The publication runs
      * q-blocks of consecutive rows (NN = 128), the consumer rows one by one (group 1). */
-    if (p->mode == LTK_SCAN_BLOCKMAX) { /* (groups: a decode call's requests of next_n rows) */
-        switch (p->H) {
-        case 16: return sm90_launch<16, 128, SM90_VAR_BLOCKMAX>(p, nsm, st);
-        case 32: return used == 1 ? sm90_launch<32, 32, SM90_VAR_BLOCKMAX>(p, nsm, st)
-                        : used == 2 ? sm90_launch<32, 64, SM90_VAR_BLOCKMAX>(p, nsm, st)
-                                    : sm90_launch<32, 128, SM90_VAR_BLOCKMAX>(p, nsm, st);
-        case 64: return used == 1 ? sm90_launch<64, 64, SM90_VAR_BLOCKMAX>(p, nsm, st)
-                                  : sm90_launch<64, 128, SM90_VAR_BLOCKMAX>(p, nsm, st);
-        }
-        return ltk_error(LTK_EINTERNAL, "sm90 scan: block maxima of H=%d not instantiated", p->H);
-    }
+    /* (block maxima: also a decode call's requests of next_n rows) */
+    if (p->mode == LTK_SCAN_BLOCKMAX) return sm90_launch_grouped<SM90_VAR_BLOCKMAX>(p, nsm, used, st);
     if (p->pg.cache && p->pg.contig) {
         switch (p->H) {
         case 16: return sm90_launch<16, 128, SM90_VAR_LISTED>(p, nsm, st);
@@ -988,13 +1028,5 @@ extern "C" ltk_status ltk_sm90_scan(const ltk_scan_params *p, int nsm, cudaStrea
         }
         return ltk_error(LTK_EINTERNAL, "sm90 scan: listed blocks of H=%d in groups of %d not instantiated", p->H, used);
     }
-    switch (p->H) {
-    case 16: return sm90_launch<16, 128, SM90_VAR_PLAIN>(p, nsm, st);
-    case 32: return used == 1 ? sm90_launch<32, 32, SM90_VAR_PLAIN>(p, nsm, st)
-                    : used == 2 ? sm90_launch<32, 64, SM90_VAR_PLAIN>(p, nsm, st)
-                                : sm90_launch<32, 128, SM90_VAR_PLAIN>(p, nsm, st);
-    case 64: return used == 1 ? sm90_launch<64, 64, SM90_VAR_PLAIN>(p, nsm, st)
-                              : sm90_launch<64, 128, SM90_VAR_PLAIN>(p, nsm, st);
-    }
-    return ltk_error(LTK_EINTERNAL, "sm90 scan: H=%d not instantiated", p->H);
+    return sm90_launch_grouped<SM90_VAR_PLAIN>(p, nsm, used, st);
 }

@@ -434,7 +434,8 @@ static void scan_base(const ltk_indexer_args *a, const idx_plan *pl, ltk_scan_pa
         sp->pg = *pl->pg;
         sp->group = pl->pg->next_n;
         sp->kv = NULL;
-        sp->kv_scale = pl->pg->contig ? pl->pg->scale : (const float *)(pl->pg->cache + (size_t)pl->pg->bkv * a->D);
+        sp->kv_scale = pl->pg->contig == 1 ? pl->pg->scale
+                       : (const float *)(pl->pg->cache + (size_t)(pl->pg->contig == 2 ? pl->pg->page_kv : pl->pg->bkv) * a->D);
     }
 }
 

@@ -41,7 +41,11 @@ typedef struct ltk_cand {
  * contig = 1 (the candidate indexer's listed blocks, candidates.cu): no cache layout, block id j
  * is keys [j * bkv, (j + 1) * bkv) of the indexer's own key array, `cache` its bytes (kv, any
  * dtype), row stride kv_stride elements, nkeys rows, scales from `scale` (NULL = 1); nblocks =
- * ceil(nkeys / bkv), bstride unused. */
+ * ceil(nkeys / bkv), bstride unused.
+ * contig = 2 (the candidate indexer's decode consumer): listed sub-blocks of a paged cache of
+ * page_kv-token pages (layout as above, stride bstride): sub-block e is tokens
+ * [(e % r) * bkv, (e % r + 1) * bkv) of page e / r, r = page_kv / bkv (a power of two); nblocks =
+ * pages * r; an unmapped one (-1) scores NaN. */
 typedef struct ltk_paged_src {
     const uint8_t *cache;
     int64_t nblocks, bstride;
@@ -51,6 +55,7 @@ typedef struct ltk_paged_src {
     int32_t contig;
     const float *scale;
     int64_t kv_stride, nkeys;
+    int32_t page_kv;
 } ltk_paged_src;
 
 typedef struct ltk_scan_params {

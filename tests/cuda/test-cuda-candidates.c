@@ -292,14 +292,34 @@ static void cand_full(void) {
     prob_free(&p);
 }
 
-/* ---- the decode publication (ltk_decode_blocks_topk) over a paged cache ---------------------- */
+/* ---- the decode forms (ltk_decode_blocks_topk, ltk_decode_candidates_topk) over a paged cache - */
 /* The cache of paged-cache.h with keys of powers of two (every score exact in fp32, as above), the
- * CUDA call against the CPU's, bit for bit. block_kv 64: the sm_90a scan; 16: the portable one. */
-static void dec_blocks_case(int B, int next_n, int block_kv, int max_len, int32_t b, int32_t bk, int32_t k,
+ * CUDA calls against the CPU's, bit for bit: the publication, then the consumer of the CPU's lists
+ * (mutilated). D = 128: the sm_90a scans (the publication's portable where block_kv < 32); D = 64:
+ * the portable ones. */
+/* The decode call's inputs on the host or the device (the outputs left to the caller). */
+typedef struct dec_in {
+    int B, next_n, H, D, block_kv, max_blocks, max_len;
+    int64_t num_blocks;
+    const uint8_t *q[2], *cache[2];
+    const int32_t *table[2], *lens[2];
+    const float *w[2];
+} dec_in;
+static ltk_decode_args dec_args(const dec_in *in, int dev, int32_t k, uint32_t flags) {
+    ltk_decode_args d;
+    memset(&d, 0, sizeof d);
+    d.B = in->B, d.next_n = in->next_n, d.H = in->H, d.D = in->D, d.k = k, d.dtype = LTK_DTYPE_E4M3;
+    d.q = in->q[dev], d.kv_cache = in->cache[dev], d.num_blocks = in->num_blocks, d.block_kv = in->block_kv;
+    d.block_table = in->table[dev], d.max_blocks = in->max_blocks, d.lens = in->lens[dev], d.max_len = in->max_len;
+    d.weights = in->w[dev], d.flags = flags;
+    return d;
+}
+
+static void dec_blocks_case(int B, int next_n, int block_kv, int D, int max_len, int32_t b, int32_t bk, int32_t k,
                             uint32_t flags, int scores) {
-    test_ctx("decode blocks B=%d next_n=%d block_kv=%d max_len=%d b=%d block_k=%d k=%d flags=0x%x scores=%d", B, next_n,
-             block_kv, max_len, b, bk, k, flags, scores);
-    const int H = 64, D = 128;
+    test_ctx("decode forms B=%d next_n=%d block_kv=%d D=%d max_len=%d b=%d block_k=%d k=%d flags=0x%x scores=%d", B,
+             next_n, block_kv, D, max_len, b, bk, k, flags, scores);
+    const int H = 64;
     const int64_t rows = (int64_t)B * next_n;
     const int max_blocks = (max_len + block_kv - 1) / block_kv;
     const int64_t num_blocks = (int64_t)B * max_blocks + 3, bstride = (int64_t)block_kv * (D + 4);
@@ -318,6 +338,8 @@ static void dec_blocks_case(int B, int next_n, int block_kv, int max_len, int32_
     int32_t *d_table = gu_upload(table, sizeof(int32_t) * (size_t)(B * max_blocks + 1));
     int32_t *d_lens = gu_upload(lens, sizeof(int32_t) * (size_t)rows);
     float *d_w = gu_upload(w, sizeof(float) * (size_t)(rows * H));
+    const dec_in in = {B, next_n, H, D, block_kv, max_blocks, max_len, num_blocks, {q, d_q}, {cache, d_cache},
+                       {table, d_table}, {lens, d_lens}, {w, d_w}};
     outs gb[2], gi[2];
     for (int dev = 0; dev < 2; dev++) {
         gb[dev] = outs_make((size_t)(rows * (bk + 2) + 1), dev);
@@ -325,10 +347,7 @@ static void dec_blocks_case(int B, int next_n, int block_kv, int max_len, int32_
         ltk_decode_blocks_args a;
         memset(&a, 0, sizeof a);
         ltk_decode_args *d = &a.dx;
-        d->B = B, d->next_n = next_n, d->H = H, d->D = D, d->k = k, d->dtype = LTK_DTYPE_E4M3;
-        d->q = dev ? d_q : q, d->kv_cache = dev ? d_cache : cache, d->num_blocks = num_blocks, d->block_kv = block_kv;
-        d->block_table = dev ? d_table : table, d->max_blocks = max_blocks, d->lens = dev ? d_lens : lens;
-        d->max_len = max_len, d->weights = dev ? d_w : w, d->flags = flags;
+        *d = dec_args(&in, dev, k, flags);
         d->out_idx = k ? gi[dev].i : NULL, d->out_scores = k && scores ? gi[dev].s : NULL, d->out_stride = k ? k + 1 : 0;
         a.block_size = b, a.block_k = bk, a.out_blocks = gb[dev].i, a.out_block_scores = scores ? gb[dev].s : NULL;
         a.blocks_stride = bk + 2;
@@ -342,6 +361,36 @@ static void dec_blocks_case(int B, int next_n, int block_kv, int max_len, int32_
     if (same_rows("decode block ids", rows, bk, bk + 2, gb[1].i, scores ? gb[1].s : NULL, gb[0].i, scores ? gb[0].s : NULL,
                   uns) && k)
         same_rows("decode keys", rows, k, k + 1, gi[1].i, scores ? gi[1].s : NULL, gi[0].i, scores ? gi[0].s : NULL, uns);
+    /* the consumer of the CPU's published lists, some ids replaced by -1, repeats and ids past the keys */
+    if (k) {
+        const int64_t nbk = (max_len + b - 1) / b;
+        for (int64_t x = 0; x < rows * (bk + 2); x++) {
+            const int64_t u = rng_below(16);
+            if (u == 0) gb[0].i[x] = -1;
+            else if (u == 1) gb[0].i[x] = (int32_t)(nbk + rng_below(3));
+            else if (u == 2 && x > 0) gb[0].i[x] = gb[0].i[x - 1];
+        }
+        int32_t *d_lists = gu_upload(gb[0].i, sizeof(int32_t) * (size_t)(rows * (bk + 2)));
+        outs ci[2];
+        for (int dev = 0; dev < 2; dev++) {
+            ci[dev] = outs_make((size_t)(rows * (k + 1) + 1), dev);
+            ltk_decode_candidates_args c;
+            memset(&c, 0, sizeof c);
+            ltk_decode_args *d = &c.dx;
+            *d = dec_args(&in, dev, k, flags & ~LTK_FLAG_PIN_NEWEST);
+            d->out_idx = ci[dev].i, d->out_scores = scores ? ci[dev].s : NULL, d->out_stride = k + 1;
+            c.block_size = b, c.n_blocks = bk, c.blocks = dev ? d_lists : gb[0].i, c.blocks_stride = bk + 2;
+            ltk_exec e = {.backend = dev ? LTK_BACKEND_CUDA : LTK_BACKEND_CPU, .algo = LTK_ALGO_FUSED};
+            ltk_status st = ltk_decode_candidates_topk(&c, &e);
+            CHECK(st == LTK_OK, "decode candidates on %s: %s", dev ? "cuda" : "cpu", ltk_last_error());
+            if (dev) GPU_CHECK(cudaDeviceSynchronize());
+            outs_host(&ci[dev]);
+        }
+        same_rows("decode candidates", rows, k, k + 1, ci[1].i, scores ? ci[1].s : NULL, ci[0].i, scores ? ci[0].s : NULL,
+                  uns);
+        for (int dev = 0; dev < 2; dev++) outs_free(&ci[dev]);
+        cudaFree(d_lists);
+    }
     for (int dev = 0; dev < 2; dev++) outs_free(&gb[dev]), outs_free(&gi[dev]);
     cudaFree(d_cache), cudaFree(d_q), cudaFree(d_table), cudaFree(d_lens), cudaFree(d_w);
     free(cache), free(table), free(lens), free(seq), free(q), free(w);
@@ -351,11 +400,12 @@ static void cand_decode(void) {
     static const uint32_t fl[] = {0, LTK_FLAG_UNSORTED, LTK_FLAG_BY_INDEX, LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX,
                                   LTK_FLAG_PHYSICAL | LTK_FLAG_BY_INDEX, LTK_FLAG_PHYSICAL | LTK_FLAG_PIN_NEWEST};
     for (int f = 0; f < 6; f++) {
-        dec_blocks_case(5, 1, 64, 3000, 8, 64, f % 2 ? 0 : 100, fl[f], f % 2 == 0);
-        dec_blocks_case(3, 2, 64, 5000, 16, 128, 64, fl[f], f % 2);
-        dec_blocks_case(4, 1, 16, 1500, 8, 40, 32, fl[f], 1); /* portable */
+        dec_blocks_case(5, 1, 64, 128, 3000, 8, 64, f % 2 ? 0 : 100, fl[f], f % 2 == 0);
+        dec_blocks_case(3, 2, 64, 128, 5000, 16, 128, 64, fl[f], f % 2);
+        dec_blocks_case(4, 1, 16, 128, 1500, 8, 40, 32, fl[f], 1); /* 16-token pages */
+        dec_blocks_case(3, 2, 32, 64, 1200, 8, 30, 40, fl[f], f % 2); /* D = 64: the portable kernel */
     }
-    dec_blocks_case(2, 4, 64, 70000, 8, 2048, 512, LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX, 1); /* long: splits */
+    dec_blocks_case(2, 4, 64, 128, 70000, 8, 2048, 512, LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX, 1); /* long: splits */
 }
 
 static const t_test tests[] = {T_ENTRY(cand_small), T_ENTRY(cand_full), T_ENTRY(cand_decode)};
