@@ -18,6 +18,10 @@
  * algorithm (the in-library baseline) gathers the listed keys into a dense buffer first and scans
  * that.
  *
+ * The decode forms (ltk_decode_blocks_topk, ltk_decode_candidates_topk) run the same drivers over a
+ * decode call's indexer view (decode.cu): the publication's scan reads the paged cache as the
+ * decode scan does; the consumer's listed blocks are sub-blocks of the cache's pages (contig 2).
+ *
  * Graph-safe: launch geometry from the shapes only; lists, ranges and counts are read on the device. */
 #include <cuda_runtime.h>
 
