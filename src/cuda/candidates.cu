@@ -722,19 +722,17 @@ static ltk_status cand_run(const ltk_candidates_args *ca0, const ltk_decode_args
     ltk_exec ie = *e;
     ie.algo = e->algo == LTK_ALGO_SCORE_ONLY ? LTK_ALGO_SCORE_ONLY : LTK_ALGO_FUSED; /* (score only: the scan alone) */
     ie.stats = NULL;
-    if (dx) { /* the listed blocks as sub-blocks of the cache's pages, for the scan */
-        int32_t *phys = (int32_t *)(ws + p.o_phys);
-        const int64_t n = T * nb;
-        const unsigned grid = (unsigned)(n / 256 + 1 < 132 * 8 ? n / 256 + 1 : 132 * 8);
-        cx_dec_phys_kernel<<<grid, 256, 0, st>>>(btab, T, (int32_t)nb, (int32_t)b, dx->block_table, dx->bt_stride,
-                                                 dx->max_blocks, dx->num_blocks, dx->block_kv, dx->next_n, phys);
-        LTK_CUDA_TRY(cudaGetLastError());
-        p.pg.bt = phys;
-        p.ia.ks = cs;
-        p.ia.ke = ce;
-        LTK_FORWARD_IF(ltk_cuda_indexer_paged(&p.ia, &p.pg, &ie, ws + p.o_ix, ix_room));
-    } else if (!p.materialize) {
+    if (!p.materialize) {
         p.pg.bt = btab;
+        if (dx) { /* the listed blocks as sub-blocks of the cache's pages, for the scan */
+            int32_t *phys = (int32_t *)(ws + p.o_phys);
+            const int64_t n = T * nb;
+            const unsigned grid = (unsigned)(n / 256 + 1 < 132 * 8 ? n / 256 + 1 : 132 * 8);
+            cx_dec_phys_kernel<<<grid, 256, 0, st>>>(btab, T, (int32_t)nb, (int32_t)b, dx->block_table, dx->bt_stride,
+                                                     dx->max_blocks, dx->num_blocks, dx->block_kv, dx->next_n, phys);
+            LTK_CUDA_TRY(cudaGetLastError());
+            p.pg.bt = phys;
+        }
         p.ia.ks = cs;
         p.ia.ke = ce;
         LTK_FORWARD_IF(ltk_cuda_indexer_paged(&p.ia, &p.pg, &ie, ws + p.o_ix, ix_room));
