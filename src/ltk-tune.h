@@ -51,6 +51,8 @@ typedef struct ltk_tune {
                               * path of devices that refuse the 128 KB shared-memory attribute */
     int cuda_knn_tiebound_off; /* CUDA kNN threshold: no position bound on a tie class at the
                                 * threshold (flat corpora then take the exact fallback) */
+    int64_t cuda_blk_rows;   /* CUDA candidate indexer's publication: rows a sub-chunk (0: its budget's),
+                              * so that small tests cross sub-chunks */
 } ltk_tune;
 
 /* The table: the environment as read on the first call (thread-safe). */

@@ -2,7 +2,9 @@
  * of an S-key causal context, one call): the source layer's publication (ltk_blocks_topk: the top
  * --blocks blocks of --b keys a row, the newest partial block pinned, ids ascending as SGLang's block
  * table), the consumer layers' scoring of those lists (ltk_candidates_topk, top -k), and the plain
- * indexer top-k (ltk_indexer_topk) on the same inputs beside them, in one process. The consumer's
+ * indexer top-k (ltk_indexer_topk) on the same inputs beside them, in one process; then the
+ * publication together with the row's own top-k (-k) in one call, as V4.1's source layer needs both
+ * ("blocks_topk": one scan for both on CUDA, compared with the plain indexer's line). The consumer's
  * line reads against two floors: its listed keys read once (T * blocks * b rows of D + 4 bytes) at
  * the copy rate, and its FLOPs at the sustained FP8 GEMM rate, both measured in the process. */
 #include <stdio.h>
@@ -15,7 +17,7 @@
 
 typedef struct blocks_bench {
     bench_call call;
-    ltk_blocks_args pub;
+    ltk_blocks_args pub, pubk;
     ltk_candidates_args cons;
     ltk_indexer_args plain;
     int64_t T, S, H, D, k, b, nblk;
@@ -45,7 +47,8 @@ static const char blocks_about[] =
     "causal context, one call): the publication (ltk_blocks_topk: the top --blocks blocks of --b keys a row,\n"
     "the newest partial block pinned, ids ascending), the consumer's scoring of those lists\n"
     "(ltk_candidates_topk, top -k among their keys) and the plain indexer top-k (ltk_indexer_topk) on the\n"
-    "same inputs, one after the other in one process. Defaults: V4.1's b = 8, 2048 blocks, k = 512.";
+    "same inputs, one after the other in one process; then the publication with the row's own top -k in\n"
+    "the same call (blocks_topk). Defaults: V4.1's b = 8, 2048 blocks, k = 512.";
 
 int bench_blocks_main(int argc, char **argv) {
     const char *cmd = "bench blocks", *dtype_s = "e4m3";
@@ -87,10 +90,13 @@ int bench_blocks_main(int argc, char **argv) {
     memset(&ix, 0, sizeof ix);
     ix.T = T, ix.S = S, ix.H = (int32_t)H, ix.D = (int32_t)D, ix.dtype = dtype, ix.q = in.q, ix.kv = in.kv;
     ix.kv_scale = in.kv_scale, ix.weights = in.weights, ix.ks = in.ks, ix.ke = in.ke;
-    int32_t *lists = NULL;
+    int32_t *lists = NULL, *own_idx = NULL;
+    float *own_scores = NULL;
     if (!st) st = devmem_alloc(dev, sizeof(int32_t) * (size_t)(T * nblk), (void **)&lists);
     if (!st) st = devmem_alloc(dev, sizeof(int32_t) * (size_t)(T * (nblk > k ? nblk : k)), &b.call.out_idx);
     if (!st) st = devmem_alloc(dev, sizeof(float) * (size_t)(T * (nblk > k ? nblk : k)), (void **)&b.call.out_scores);
+    if (!st) st = devmem_alloc(dev, sizeof(int32_t) * (size_t)(T * k), (void **)&own_idx);
+    if (!st) st = devmem_alloc(dev, sizeof(float) * (size_t)(T * k), (void **)&own_scores);
     /* the consumer's lists: one publication, outside the timings */
     b.pub.ix = ix, b.pub.block_size = (int32_t)bs, b.pub.block_k = (int32_t)nblk, b.pub.out_blocks = lists;
     b.pub.ix.flags = LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX;
@@ -106,16 +112,20 @@ int bench_blocks_main(int argc, char **argv) {
         b.cons.ix.flags = env.flags;
         b.cons.block_size = (int32_t)bs, b.cons.n_blocks = (int32_t)nblk, b.cons.blocks = lists;
         b.plain = b.cons.ix;
-        static const char *const names[3] = {"blocks", "candidates", "indexer"};
+        /* the publication and the row's own top-k (sorted, with scores, as the plain line) */
+        b.pubk = b.pub;
+        b.pubk.ix.k = (int32_t)k, b.pubk.ix.out_idx = own_idx, b.pubk.ix.out_scores = own_scores;
+        static const char *const names[4] = {"blocks", "candidates", "indexer", "blocks_topk"};
         exit_code = CLI_EXIT_OK;
-        for (int i = 0; i < 3 && exit_code == CLI_EXIT_OK; i++) {
+        for (int i = 0; i < 4 && exit_code == CLI_EXIT_OK; i++) {
             bench_call *bc = &b.call;
             bc->env = &env, bc->idx_size = 4;
             b.what = names[i];
             if (i == 0) bc->what = "ltk_blocks_topk", bc->args = &b.pub, bc->size = pub_size, bc->call = pub_call;
             if (i == 1) bc->what = "ltk_candidates_topk", bc->args = &b.cons, bc->size = cons_size, bc->call = cons_call;
             if (i == 2) bc->what = "ltk_indexer_topk", bc->args = &b.plain, bc->size = plain_size, bc->call = plain_call;
-            const int32_t kk = (int32_t)(i == 0 ? nblk : k);
+            if (i == 3) bc->what = "ltk_blocks_topk", bc->args = &b.pubk, bc->size = pub_size, bc->call = pub_call;
+            const int32_t kk = (int32_t)(i == 0 || i == 3 ? nblk : k);
             bc->n_out = (size_t)T * (size_t)kk;
             bench_op op;
             memset(&op, 0, sizeof op);
@@ -137,6 +147,7 @@ int bench_blocks_main(int argc, char **argv) {
         fprintf(stderr, "litetopk %s: %s\n", cmd, tool_last_error());
     }
     devmem_free(dev, lists), devmem_free(dev, b.call.out_idx), devmem_free(dev, b.call.out_scores);
+    devmem_free(dev, own_idx), devmem_free(dev, own_scores);
     dsa_inputs_free(&in);
     return exit_code;
 }

@@ -308,7 +308,7 @@ typedef struct blk_plan {
     int64_t nbk, ld, rows;      /* blocks a row (S / b rounded up), buffer row length, rows a sub-chunk */
     int n2;                     /* the finishing sort's size */
     size_t sel_ws;              /* select.cu's workspace for a sub-chunk */
-    size_t ix_ws;               /* the ordinary top-k's indexer workspace */
+    size_t ix_ws;               /* the ordinary top-k's indexer workspace (a sub-chunk's call) */
     size_t o_buf, o_se, o_sel, o_ix, o_rng, total;
 } blk_plan;
 
@@ -320,7 +320,7 @@ typedef struct blk_src {
 } blk_src;
 
 /* The ordinary top-k's decode call: dx's flags without the candidate ones (BY_INDEX: unsorted and
- * logical, then sorted by position and mapped to slots here). */
+ * logical, then sorted by position here; slots are mapped here after it either way). */
 static ltk_decode_args blk_plain_decode(const ltk_decode_args *dx) {
     ltk_decode_args d = *dx;
     d.flags &= ~(LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX);
@@ -332,6 +332,29 @@ static ltk_indexer_args blk_plain_args(const ltk_blocks_args *ba) {
     ltk_indexer_args a = ba->ix;
     a.flags &= ~(LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX);
     if (ba->ix.flags & LTK_FLAG_BY_INDEX) a.flags |= LTK_FLAG_UNSORTED;
+    return a;
+}
+
+/* The ordinary top-k's indexer call for rows [r0, r0 + nr) of the publication (its block maxima
+ * written by the same scans: ltk_cuda_indexer_blockmax): the prefill rows' own arguments, or the
+ * decode call's indexer view (pg: its cache, the rows' ranges ks / ke, whole requests) sliced. */
+static ltk_indexer_args blk_topk_slice(const ltk_blocks_args *ba, const blk_src *src, const int32_t *ks,
+                                       const int32_t *ke, int64_t r0, int64_t nr, ltk_paged_src *pg) {
+    ltk_indexer_args a;
+    if (src) {
+        const ltk_decode_args d = blk_plain_decode(src->dx);
+        ltk_cuda_decode_source(&d, &a, pg);
+        a.ks = ks, a.ke = ke;
+        pg->bt += r0 / src->dx->next_n * pg->bt_stride;
+    } else {
+        a = blk_plain_args(ba);
+    }
+    a.T = nr;
+    a.q = (const uint8_t *)a.q + (size_t)r0 * (size_t)a.q_stride_t * ltk_dtype_size(a.dtype);
+    a.weights += r0 * a.w_stride_t;
+    if (a.ks) a.ks += r0, a.ke += r0;
+    a.out_idx += r0 * a.out_stride;
+    if (a.out_scores) a.out_scores += r0 * a.out_stride;
     return a;
 }
 
@@ -356,6 +379,8 @@ static ltk_status blk_make(const ltk_blocks_args *ba, const blk_src *src, const 
     p->nbk = a->S > 0 ? ceil_div(a->S, ba->block_size) : 1;
     p->ld = (p->nbk + 63) / 64 * 64;
     int64_t rows = (int64_t)(BLK_BUDGET / ((size_t)p->ld * 4)) / group * group;
+    const int64_t hook = ltk_tune_get()->cuda_blk_rows; /* (a test hook) */
+    if (hook > 0 && hook < rows) rows = hook / group * group;
     rows = rows < group ? group : rows;
     p->rows = T < rows ? (T > 0 ? T : 1) : rows;
     p->n2 = pow2_at_least(ba->block_k);
@@ -369,15 +394,17 @@ static ltk_status blk_make(const ltk_blocks_args *ba, const blk_src *src, const 
         LTK_FORWARD_IF(ltk_cuda_select_workspace(&sa, &se, &b2));
     }
     p->sel_ws = b1 > b2 ? b1 : b2;
-    if (a->k > 0 && a->out_idx) {
-        if (src) {
-            ltk_decode_args d = blk_plain_decode(src->dx);
-            LTK_FORWARD_IF(ltk_cuda_decode_workspace(&d, &se, &p->ix_ws));
-        } else {
-            ltk_indexer_args ia = blk_plain_args(ba);
-            LTK_FORWARD_IF(ltk_cuda_indexer_workspace(&ia, &se, &p->ix_ws));
+    if (a->k > 0 && a->out_idx) /* the sub-chunks' calls (planned with ranges present, as they run) */
+        for (int i = 0; i < 2; i++) {
+            const int64_t nr = i == 0 ? p->rows : T % p->rows;
+            if (nr == 0 || T == 0) continue;
+            ltk_paged_src pg;
+            const int32_t *any = (const int32_t *)(uintptr_t)256; /* (the plan reads no range) */
+            ltk_indexer_args ia = blk_topk_slice(ba, src, src ? any : a->ks, src ? any : a->ke, 0, nr, &pg);
+            size_t b = 0;
+            LTK_FORWARD_IF(ltk_cuda_indexer_paged_workspace(&ia, src ? &pg : NULL, &se, &b));
+            p->ix_ws = b > p->ix_ws ? b : p->ix_ws;
         }
-    }
     p->o_buf = 0;
     p->o_se = ltk_al256((size_t)p->rows * (size_t)p->ld * 4);
     p->o_sel = p->o_se + ltk_al256(8 * (size_t)p->rows);
@@ -459,13 +486,24 @@ static ltk_status blk_run(const ltk_blocks_args *ba0, const blk_src *src, const 
     int32_t *starts = (int32_t *)(ws + p.o_se), *ends = starts + p.rows;
     ltk_trace tr;
     ltk_trace_begin(&tr, st);
+    const int topk = a->k > 0 && a->out_idx != NULL;
+    ltk_exec ie = *e;
+    ie.stats = NULL;
+    ie.workspace = ws + p.o_ix;
+    ie.workspace_bytes = p.ix_ws;
     for (int64_t r0 = 0; r0 < T; r0 += p.rows) {
         const int64_t nr = T - r0 < p.rows ? T - r0 : p.rows;
         int direct = 1;
-        if (a->S > 0)
+        if (topk) { /* the row's ordinary top-k, and the block maxima from the same scans */
+            ltk_paged_src pg;
+            const ltk_indexer_args ia = blk_topk_slice(ba, src, a->ks, a->ke, r0, nr, &pg);
+            LTK_FORWARD_IF(ltk_cuda_indexer_blockmax(&ia, src ? &pg : NULL, &ie, ws + p.o_ix, p.ix_ws, ba->block_size,
+                                                     buf, p.ld, &direct));
+        } else if (a->S > 0) {
             LTK_FORWARD_IF(ltk_cuda_blockmax_scan(a, src ? &src->pg : NULL, ba->block_size, r0, nr, buf, p.ld, &direct, st));
-        LTK_FORWARD_IF(ltk_trace_step(&tr, st, "blocks: block-max scan rows %lld+%lld%s", (long long)r0, (long long)nr,
-                                      direct ? "" : " (atomic)"));
+        }
+        LTK_FORWARD_IF(ltk_trace_step(&tr, st, "blocks: %s rows %lld+%lld%s", topk ? "indexer with block maxima" : "block-max scan",
+                                      (long long)r0, (long long)nr, direct ? "" : " (atomic)"));
         const unsigned g = (unsigned)(nr < 65535 ? nr : 65535);
         cx_blk_ranges_kernel<<<g, 256, 0, st>>>(a->ks, a->ke, r0, nr, a->S, ba->block_size, starts, ends, buf, p.ld,
                                                 !direct);
@@ -490,28 +528,14 @@ static ltk_status blk_run(const ltk_blocks_args *ba0, const blk_src *src, const 
         LTK_CUDA_TRY(cudaGetLastError());
         LTK_FORWARD_IF(ltk_trace_step(&tr, st, "blocks: finish"));
     }
-    if (a->k > 0 && a->out_idx) { /* the row's ordinary top-k: the indexer (decode) on the same inputs */
-        ltk_exec ie = *e;
-        ie.stats = NULL;
-        ie.workspace = ws + p.o_ix;
-        ie.workspace_bytes = p.ix_ws;
-        if (src) {
-            ltk_decode_args d = blk_plain_decode(src->dx);
-            LTK_FORWARD_IF(ltk_cuda_decode(&d, &ie, ws + p.o_ix, p.ix_ws));
-        } else {
-            ltk_indexer_args ia = blk_plain_args(ba);
-            LTK_FORWARD_IF(ltk_cuda_indexer(&ia, &ie, ws + p.o_ix, p.ix_ws));
-        }
-        LTK_FORWARD_IF(ltk_trace_step(&tr, st, "blocks: the ordinary top-k"));
-        if (a->flags & LTK_FLAG_BY_INDEX) {
-            const int n2 = pow2_at_least(a->k);
-            LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)cx_sort_kernel, 8 * (size_t)n2));
-            cx_sort_kernel<<<(unsigned)(T < 65535 ? T : 65535), SORT_THREADS, 8 * (size_t)n2, st>>>(
-                a->out_idx, a->out_scores, a->out_stride, a->k, T, n2);
-            LTK_CUDA_TRY(cudaGetLastError());
-            if (src && (src->dx->flags & LTK_FLAG_PHYSICAL)) LTK_FORWARD_IF(ltk_cuda_decode_physical(src->dx, st));
-        }
+    if (topk && (a->flags & LTK_FLAG_BY_INDEX)) {
+        const int n2 = pow2_at_least(a->k);
+        LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)cx_sort_kernel, 8 * (size_t)n2));
+        cx_sort_kernel<<<(unsigned)(T < 65535 ? T : 65535), SORT_THREADS, 8 * (size_t)n2, st>>>(
+            a->out_idx, a->out_scores, a->out_stride, a->k, T, n2);
+        LTK_CUDA_TRY(cudaGetLastError());
     }
+    if (topk && src && (src->dx->flags & LTK_FLAG_PHYSICAL)) LTK_FORWARD_IF(ltk_cuda_decode_physical(src->dx, st));
     return LTK_OK;
 }
 

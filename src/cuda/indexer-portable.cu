@@ -124,13 +124,14 @@ __global__ void __launch_bounds__(PT_THREADS) ltk_portable_scan_kernel(const ltk
                     s = __fmul_rn(s, scl);
                 }
                 const bool in = key < hi;
-                if (p.mode == LTK_SCAN_MATERIALIZE) {
-                    if (in) p.logits[lr * p.ld + (key - p.col_lo)] = s;
-                } else if (p.mode == LTK_SCAN_BLOCKMAX) {
+                if (p.bsz > 0) {
                     /* the block's largest score in ORDER: the max of rank keys (zeroed buffer) */
                     const uint32_t rk = in ? ltk_rank_key(s) : 0u;
-                    if (rk) atomicMax((uint32_t *)p.logits + lr * p.ld + key / p.bsz, rk);
-                } else {
+                    if (rk) atomicMax((uint32_t *)p.bm + lr * p.bm_ld + key / p.bsz, rk);
+                }
+                if (p.mode == LTK_SCAN_MATERIALIZE) {
+                    if (in) p.logits[lr * p.ld + (key - p.col_lo)] = s;
+                } else if (p.mode != LTK_SCAN_BLOCKMAX) {
                     const bool pass = in && s >= *(volatile float *)&edge_s;
                     const uint32_t m = __ballot_sync(0xffffffffu, pass);
                     if (m) {

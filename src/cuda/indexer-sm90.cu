@@ -779,7 +779,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                             if (p.bsz == 16 && (f & 1)) continue;
                             const uint32_t kb = (uint32_t)(kbase + 8 * (f & 1)) & ~(uint32_t)(p.bsz - 1);
                             if (kb < (uint32_t)my_hi[i] && kb + (uint32_t)p.bsz > (uint32_t)my_lo[i])
-                                p.logits[(int64_t)row_s[f >> 1].lr * p.ld + (kb >> bsh)] = m[i] + 0.0f;
+                                p.bm[(int64_t)row_s[f >> 1].lr * p.bm_ld + (kb >> bsh)] = m[i] + 0.0f;
                         }
                     }
                 } else {
@@ -789,10 +789,11 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                         const uint32_t key = kbase + 8 * (f & 1);
                         const uint32_t rk = ltk_rank_key(m[i]);
                         if (rk != 0u)
-                            atomicMax((uint32_t *)p.logits + (int64_t)row_s[f >> 1].lr * p.ld + key / (uint32_t)p.bsz, rk);
+                            atomicMax((uint32_t *)p.bm + (int64_t)row_s[f >> 1].lr * p.bm_ld + key / (uint32_t)p.bsz, rk);
                     }
                 }
-                continue;
+                /* the publication alone, or the row's own top-k from the same scores next */
+                if (p.mode == LTK_SCAN_BLOCKMAX) continue;
             }
             if (p.mode == LTK_SCAN_MATERIALIZE) {
 #pragma unroll
@@ -839,7 +840,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         }
         /* ---- end of unit: release the Q tile, flush what is staged, tell the refresh warp ---- */
         if (lane == 0) ltk_mbar_arrive(&qempty_b[qs]);
-        if (p.mode != LTK_SCAN_MATERIALIZE && VAR != SM90_VAR_BLOCKMAX) {
+        if (p.mode != LTK_SCAN_MATERIALIZE && p.mode != LTK_SCAN_BLOCKMAX) {
             bool some = false;
 #pragma unroll
             for (int j = 0; j < LANE_Q; j++) some |= cnt[j] > 0;
@@ -1018,8 +1019,9 @@ extern "C" ltk_status ltk_sm90_scan(const ltk_scan_params *p, int nsm, cudaStrea
      * block-max epilogue and the listed-block producer raised the plain H = 64 kernel's spills from
      * 100 to 222 bytes (ptxas -v), in the loop every indexer call runs. The publication runs
      * q-blocks of consecutive rows (NN = 128), the consumer rows one by one (group 1). */
-    /* (block maxima: also a decode call's requests of next_n rows) */
-    if (p->mode == LTK_SCAN_BLOCKMAX) return sm90_launch_grouped<SM90_VAR_BLOCKMAX>(p, nsm, used, st);
+    /* (block maxima, alone or beside the mode's own work: also a decode call's requests of next_n
+     * rows) */
+    if (p->bsz > 0) return sm90_launch_grouped<SM90_VAR_BLOCKMAX>(p, nsm, used, st);
     if (p->pg.cache && p->pg.contig) {
         switch (p->H) {
         case 16: return sm90_launch<16, 128, SM90_VAR_LISTED>(p, nsm, st);

@@ -55,6 +55,12 @@ typedef struct idx_plan {
     size_t o_stc, o_stb, o_stf;
     size_t o_rh; /* fused: the gate histograms carried between a row's key splits (sm_90a) */
     size_t total; /* bytes (while planning: laid out so far) */
+    /* the candidate indexer's block maxima beside the call's own work (ltk_cuda_indexer_blockmax):
+     * bm_bsz > 0 keys a block, row t's at bm[t * bm_ld] */
+    int32_t bm_bsz;
+    int bm_direct;
+    float *bm;
+    int64_t bm_ld;
 } idx_plan;
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -439,6 +445,20 @@ static void scan_base(const ltk_indexer_args *a, const idx_plan *pl, ltk_scan_pa
     }
 }
 
+/* The block maxima of the scan's rows, local row 0 = absolute row row0 (ltk_cuda_indexer_blockmax),
+ * on the scans that visit every key of their rows once: the fused scan, the dense windows of rows
+ * in order, score only (not the sample's scan, nor the fallback's, whose rows the fused scan has
+ * covered). Short rows are scanned too (their block maxima are the publication's even where the
+ * row's own top-k skips them: the selects still do). */
+static void scan_bm(const idx_plan *pl, ltk_scan_params *sp, int64_t row0) {
+    if (pl->bm_bsz <= 0) return;
+    sp->bsz = pl->bm_bsz;
+    sp->bsz_direct = pl->bm_direct;
+    sp->bm = pl->bm + row0 * pl->bm_ld;
+    sp->bm_ld = pl->bm_ld;
+    sp->skip_short = 0;
+}
+
 /* Exact dense top-k of rows [row0, row0 + nrows) or of the rows of a device list, window by
  * window: the scan kernel materializes scores into `logits`, then the dense select. */
 static ltk_status dense_rows(const ltk_indexer_args *a, const idx_plan *pl, uint8_t *ws, int64_t row0, int64_t nrows,
@@ -460,6 +480,7 @@ static ltk_status dense_rows(const ltk_indexer_args *a, const idx_plan *pl, uint
         sp.col_hi = sp.col_lo + pl->dense_W < a->S ? sp.col_lo + pl->dense_W : a->S;
         sp.logits = logits;
         sp.ld = pl->dense_W;
+        if (!list) scan_bm(pl, &sp, row0);
         LTK_FORWARD_IF(run_scan(pl, &sp, st));
         LTK_FORWARD_IF(ltk_trace_step(tr, st, "dense scan rows %lld+%lld%s win %lld/%lld", (long long)(list ? list_off : row0),
                                   (long long)nrows, list ? " (fallback list)" : "", (long long)w, (long long)pl->nwin));
@@ -617,6 +638,7 @@ static ltk_status fused_scan(const ltk_indexer_args *a, const idx_plan *pl, uint
     sp.delta = delta;
     sp.row_hist = pl->sm90 ? (int32_t *)(ws + pl->o_rh) : NULL; /* (run_scan clears it) */
     sp.nopass = ltk_tune_get()->cuda_scan_nopass; /* (a test hook: every row then takes the fallback) */
+    scan_bm(pl, &sp, r0);
     LTK_FORWARD_IF(run_scan(pl, &sp, st));
     return ltk_trace_step(tr, st, "fused scan rows %lld+%lld (nsplit %d, cap %lld)", (long long)r0, (long long)nr,
                       sp.nsplit, (long long)pl->cap);
@@ -684,6 +706,7 @@ static ltk_status score_only(const ltk_indexer_args *a, const ltk_exec *e, const
         sp.cand_cnt = (int32_t *)(ws + pl->o_cnt);
         sp.th = (int32_t *)(ws + pl->o_th);
         sp.cap = 0;
+        scan_bm(pl, &sp, 0);
         LTK_FORWARD_IF(run_scan(pl, &sp, st));
         LTK_FORWARD_IF(ltk_trace_step(tr, st, "score-only scan (nsplit %d)", sp.nsplit));
     }
@@ -714,8 +737,8 @@ extern "C" ltk_status ltk_cuda_blockmax_scan(const ltk_indexer_args *a, const lt
     sp.mode = LTK_SCAN_BLOCKMAX;
     sp.row0 = row0;
     sp.nrows = nrows;
-    sp.logits = out;
-    sp.ld = ld;
+    sp.bm = out;
+    sp.bm_ld = ld;
     sp.bsz = bsz;
     sp.bsz_direct = pl.sm90 && ltk_sm90_blockmax_direct(bsz);
     *direct = sp.bsz_direct;
@@ -727,14 +750,39 @@ extern "C" ltk_status ltk_cuda_indexer(const ltk_indexer_args *a, const ltk_exec
     return ltk_cuda_indexer_paged(a, NULL, e, wsv, ws_bytes);
 }
 
+static ltk_status indexer_run(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e, void *wsv,
+                              size_t ws_bytes, int32_t bsz, float *bm, int64_t bm_ld, int *direct);
+
 extern "C" ltk_status ltk_cuda_indexer_paged(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e,
                                              void *wsv, size_t ws_bytes) {
+    return indexer_run(a, pg, e, wsv, ws_bytes, 0, NULL, 0, NULL);
+}
+
+/* Why the block maxima in the indexer's own scans: DeepSeek-V4.1's source layer wants both its
+ * top-k and the publication, and a second scan for the top-k doubled the call (the scan is the
+ * whole cost of either). */
+extern "C" ltk_status ltk_cuda_indexer_blockmax(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e,
+                                                void *wsv, size_t ws_bytes, int32_t bsz, float *bm, int64_t bm_ld,
+                                                int *direct) {
+    return indexer_run(a, pg, e, wsv, ws_bytes, bsz, bm, bm_ld, direct);
+}
+
+static ltk_status indexer_run(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e, void *wsv,
+                              size_t ws_bytes, int32_t bsz, float *bm, int64_t bm_ld, int *direct) {
     idx_plan pl;
     LTK_FORWARD_IF(make_plan(a, pg, e, &pl));
     if (ws_bytes < pl.total)
         return ltk_error(LTK_EWORKSPACE, "workspace of %zu bytes is smaller than the %zu bytes required", ws_bytes,
                          pl.total);
     cudaStream_t st = (cudaStream_t)e->stream;
+    if (bsz > 0) {
+        pl.bm_bsz = bsz;
+        pl.bm_direct = pl.sm90 && ltk_sm90_blockmax_direct(bsz);
+        pl.bm = bm;
+        pl.bm_ld = bm_ld;
+        *direct = pl.bm_direct;
+        if (!pl.bm_direct && a->T > 0) LTK_CUDA_TRY(cudaMemsetAsync(bm, 0, 4 * (size_t)a->T * (size_t)bm_ld, st));
+    }
     uint8_t *ws = (uint8_t *)(uintptr_t)ltk_al256((uintptr_t)wsv);
     ltk_trace tr;
     ltk_trace_begin(&tr, st);

@@ -20,11 +20,13 @@ enum {
     LTK_SCAN_FUSED = 0,       /* gate + candidates + histogram + refresh */
     LTK_SCAN_SCORE_ONLY = 1,  /* same epilogue, gate edge +inf: nothing written */
     LTK_SCAN_MATERIALIZE = 2, /* every in-range score written to logits */
-    LTK_SCAN_BLOCKMAX = 3,    /* the candidate indexer's publication: per block of bsz keys, the largest
-                               * in-range score in ORDER, written to logits[r * ld + block] (col_lo 0)
-                               * (ltk_scan_params.bsz_direct: as a float by one plain store; else as
-                               * its rank key by atomicMax into a zeroed buffer, converted after) */
+    LTK_SCAN_BLOCKMAX = 3,    /* the candidate indexer's publication alone: the block maxima below and
+                               * nothing else */
 };
+/* Block maxima (ltk_scan_params.bsz > 0, in any mode: the publication beside the mode's own work):
+ * per block of bsz keys, the largest in-range score in ORDER, written to bm[r * bm_ld + block]
+ * (absolute block ids; ltk_scan_params.bsz_direct: as a float by one plain store; else as its
+ * rank key by atomicMax into a zeroed buffer, converted after). */
 
 /* One candidate: the raw fp32 score and the absolute key index. */
 typedef struct ltk_cand {
@@ -95,8 +97,10 @@ typedef struct ltk_scan_params {
     int64_t watchdog_ns;     /* sm_90a: a barrier wait longer than this records where (diag) and traps (0 = off) */
     int32_t *diag;           /* host-mapped watchdog record (indexer.cu, diag_ptr), may be NULL */
     ltk_paged_src pg;        /* paged keys (decode), or pg.cache NULL */
-    int32_t bsz;             /* LTK_SCAN_BLOCKMAX: keys a block */
-    int bsz_direct;          /* LTK_SCAN_BLOCKMAX: 1 = floats by plain stores (sm_90a, bsz 8 or 16) */
+    int32_t bsz;             /* > 0: block maxima of bsz keys (above), in any mode */
+    int bsz_direct;          /* block maxima: 1 = floats by plain stores (sm_90a, bsz 8 or 16) */
+    float *bm;               /* block maxima of local row r at bm[r * bm_ld + block] */
+    int64_t bm_ld;
     int group;               /* > 0: local rows come in groups of `group` that share their keys (one
                               * decode request's next_n rows, or 1 for a row list); a q-block then
                               * holds rows of one group only. 0: q-blocks pack consecutive rows. */
@@ -232,6 +236,11 @@ ltk_status ltk_cuda_decode_physical(const ltk_decode_args *d, cudaStream_t st);
  * NULL: the indexer's own keys, else a decode call's cache (row0, nrows whole requests). */
 ltk_status ltk_cuda_blockmax_scan(const ltk_indexer_args *a, const ltk_paged_src *pg, int32_t bsz, int64_t row0,
                                   int64_t nrows, float *out, int64_t ld, int *direct, cudaStream_t st);
+/* The indexer call (ltk_cuda_indexer_paged) with the block maxima of its rows written by the same
+ * scans: row t's block j at bm[t * bm_ld + j], every block meeting the row's range. *direct as
+ * ltk_cuda_blockmax_scan's (0: rank keys, the buffer zeroed here; the caller converts them). */
+ltk_status ltk_cuda_indexer_blockmax(const ltk_indexer_args *a, const ltk_paged_src *pg, const ltk_exec *e, void *ws,
+                                     size_t ws_bytes, int32_t bsz, float *bm, int64_t bm_ld, int *direct);
 /* LTK_CUDA_TRACE (the tuning table): a host driver's stages, each waited for and printed with the
  * time since the last (stderr); off while the stream is captured (indexer.cu). */
 typedef struct ltk_trace {

@@ -13,6 +13,7 @@
  * listing every block of each row returns ltk_indexer_topk's bits. */
 #include "gpu-util.h"
 #include "../paged-cache.h"
+#include "ltk-tune.h" /* ltk_tune_set: the publication's sub-chunks */
 
 typedef struct prob {
     int64_t T, S;
@@ -292,6 +293,39 @@ static void cand_full(void) {
     prob_free(&p);
 }
 
+/* The publication's sub-chunks of rows (the test hook ltk_tune.cuda_blk_rows): with the row's
+ * ordinary top-k, each sub-chunk is an indexer call on its slice of the rows that writes the block
+ * maxima from the same scans; both outputs must not depend on where the slices fall. */
+static void dec_blocks_case(int B, int next_n, int block_kv, int D, int max_len, int32_t b, int32_t bk, int32_t k,
+                            uint32_t flags, int scores);
+static void cand_slices(void) {
+    const ltk_tune saved = *ltk_tune_get();
+    ltk_tune t = saved;
+    t.cuda_blk_rows = 64;
+    ltk_tune_set(&t);
+    prob p;
+    prob_make(&p, 300, 20000, 64, 128, 2, 1); /* fused filter (T < 1,024), five sub-chunks */
+    blocks_case(&p, 8, 256, 1024, 0, 1);
+    blocks_case(&p, 16, 128, 512, LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX, 0);
+    prob_free(&p);
+    t.cuda_blk_rows = 700;
+    ltk_tune_set(&t);
+    prob_make(&p, 2100, 9000, 64, 128, 2, 0); /* dense windows for fused (T >= 1,024 a slice) */
+    blocks_case(&p, 8, 128, 512, LTK_FLAG_UNSORTED, 0);
+    prob_free(&p);
+    prob_make(&p, 41, 3000, 32, 64, 0, 1); /* the portable scan (D = 64): block maxima by atomics */
+    t.cuda_blk_rows = 16;
+    ltk_tune_set(&t);
+    blocks_case(&p, 8, 64, 50, 0, 1);
+    blocks_case(&p, 4, 700, 3000, LTK_FLAG_UNSORTED, 0); /* every row short */
+    prob_free(&p);
+    t.cuda_blk_rows = 3; /* decode: whole requests of next_n 2 a sub-chunk */
+    ltk_tune_set(&t);
+    dec_blocks_case(5, 2, 64, 128, 5000, 8, 128, 64, LTK_FLAG_PHYSICAL, 1);
+    dec_blocks_case(5, 2, 64, 128, 5000, 16, 128, 64, LTK_FLAG_PHYSICAL | LTK_FLAG_BY_INDEX, 0);
+    ltk_tune_set(&saved);
+}
+
 /* ---- the decode forms (ltk_decode_blocks_topk, ltk_decode_candidates_topk) over a paged cache - */
 /* The cache of paged-cache.h with keys of powers of two (every score exact in fp32, as above), the
  * CUDA calls against the CPU's, bit for bit: the publication, then the consumer of the CPU's lists
@@ -408,7 +442,7 @@ static void cand_decode(void) {
     dec_blocks_case(2, 4, 64, 128, 70000, 8, 2048, 512, LTK_FLAG_PIN_NEWEST | LTK_FLAG_BY_INDEX, 1); /* long: splits */
 }
 
-static const t_test tests[] = {T_ENTRY(cand_small), T_ENTRY(cand_full), T_ENTRY(cand_decode)};
+static const t_test tests[] = {T_ENTRY(cand_small), T_ENTRY(cand_full), T_ENTRY(cand_decode), T_ENTRY(cand_slices)};
 
 int main(int argc, char **argv) {
     char small[] = "small";
