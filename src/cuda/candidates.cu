@@ -6,7 +6,9 @@
  * row's block maxima (one float a block: 1/b of the scores, which are never written), then the GPU
  * select (select.cu) takes the top block_k of the row's blocks, and a finishing kernel applies the
  * contract's row rules (the identity of a short row, the newest block pinned first, ids ascending).
- * The row's ordinary top-k, when asked for, is a second call of the indexer on the same inputs.
+ * With the row's ordinary top-k asked for, each sub-chunk is instead one indexer call on its slice of
+ * the rows that writes the block maxima from its own scans (ltk_cuda_indexer_blockmax), then the
+ * same select and finishing kernel.
  *
  * Consumer (ltk_candidates_topk): a prep kernel sorts and deduplicates each row's list into a
  * per-row block table of the blocks that meet the row's range, ascending, and the row's column range
