@@ -17,11 +17,13 @@ each with a workspace passed in (c_ws, python_ws: outputs passed as out= too) an
   b2b_ms      GPU time a call over 20 calls issued back to back
 
     python3 bench/host_cost.py --json bench-host.jsonl [--cases decode,knn_small,knn_large,select,indexer,prefill]
-                               [--trace] [--profile]
+                               [--trace] [--profile] [--parts]
 
 --trace also lists, for one call of each path, the CUDA runtime calls it made on the host with their
 durations (the torch profiler's CUPTI view, which sees every library in the process): where the
 enqueue time goes (launches, attribute sets, allocations, synchronisations).
+--parts times, for the decode case, each host step of a cached-plan call on its own (timeit, no
+launch): what the binding's share of python minus c is made of.
 """
 import argparse
 import ctypes as C
@@ -117,6 +119,48 @@ def b2b_ms(fn, n=20):
     e.record()
     e.synchronize()
     return s.elapsed_time(e) / n
+
+
+def parts_decode(B=64, ctx=65536, next_n=1, k=2048, n=20000):
+    """Host cost of each step of a decode call that hits its cached plan (python/litetopk/_fast.py),
+    timed alone in a loop of n on the call's own arrays; printed, one line a step (us a call)."""
+    import timeit
+    from litetopk import _fast
+    cache, table, q, w, seq = make_decode(B, ctx, next_n, 64, 128, 64, 1)
+    ws = ws_for("decode", q, cache, w, seq, table, k, block_kv=64)
+    out = torch.empty(B * next_n, k, dtype=torch.int32, device="cuda")
+    litetopk.decode_topk(q, cache, w, seq, table, k, block_kv=64)
+    litetopk.decode_topk(q, cache, w, seq, table, k, block_kv=64, out=out, workspace=ws)
+    torch.cuda.synchronize()
+    sv = (k, 64, 0, False, False, False, "auto", "fused", None, 0)
+    a_now = (q, cache, w, seq, table, None, None, None)
+    a_ws = (q, cache, w, seq, table, out, None, ws)
+    sk = _fast.scalars_key(sv)
+    s_now = _fast.scan(a_now)
+    key = ("decode", sk, *s_now[0])
+    plan = _fast.find("decode", key)
+    tmpl = plan.allocs[0][1] if plan and plan.allocs else None
+    dev = torch.cuda.current_device()
+    steps = {
+        "scalars_key": lambda: _fast.scalars_key(sv),
+        "out_pair": lambda: _ops._out_pair(None),
+        "scan nows": lambda: _fast.scan(a_now),
+        "scan ws": lambda: _fast.scan(a_ws),
+        "key tuple": lambda: ("decode", sk, *s_now[0]),
+        "find (last, equal)": lambda: _fast.find("decode", ("decode", sk, *s_now[0])),
+        "getdev": plan.getdev if plan else (lambda: None),
+        "stream": (lambda: plan.stream(dev)) if plan else (lambda: None),
+        "empty_like out": (lambda: torch.empty_like(tmpl)) if tmpl is not None else (lambda: None),
+        "data_ptr": lambda: q.data_ptr(),
+        "x.shape": lambda: q.shape,
+        "x.stride()": lambda: q.stride(),
+        "x.device": lambda: q.device,
+        "x.dtype": lambda: q.dtype,
+    }
+    print(f"  parts decode B={B} ctx={ctx} (plan found: {plan is not None}):")
+    for name, fn in steps.items():
+        t = min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
+        print(f"    {name:22s} {t:6.3f} us")
 
 
 def trace(fn, label):
@@ -269,10 +313,13 @@ def main():
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json", default=None)
     ap.add_argument("--trace", action="store_true")
+    ap.add_argument("--parts", action="store_true", help="timeit of each host step of a cached decode call")
     ap.add_argument("--profile", action="store_true", help="cProfile of the Python paths' own work (top 12)")
     a = ap.parse_args()
     global HOLD
     HOLD = _hold_fn()
+    if a.parts:
+        parts_decode()
     out = open(a.json, "a") if a.json else None
     dev = torch.cuda.get_device_name()
     for name in a.cases.split(","):

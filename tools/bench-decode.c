@@ -1,6 +1,8 @@
 /* `litetopk bench decode`: one decode step of a batch of requests over a paged FP8 cache (the layout
  * vLLM and SGLang use), fused against materialize (bench.h runs and records it); with --blocks, the
- * candidate indexer's decode publication (ltk_decode_blocks_topk) first, on the same inputs. */
+ * candidate indexer's decode publication (ltk_decode_blocks_topk) and its consumer
+ * (ltk_decode_candidates_topk over one publication's lists, top -k among their positions) first, on
+ * the same inputs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +16,9 @@ typedef struct decode_bench {
     bench_call call; /* first: bench_op's ctx for the generic callbacks */
     ltk_decode_args args;
     ltk_decode_blocks_args blk;
+    ltk_decode_candidates_args cons;
     int64_t b_size, n_blk; /* --b, --blocks (0: no publication) */
-    int publication;       /* the op being run is the publication */
+    int phase;             /* the op being run: 2 the publication, 1 its consumer, 0 the decode step */
     void *q, *cache, *table, *lens, *weights;
     int64_t ctx;
     int mixed;
@@ -30,14 +33,19 @@ static ltk_status blocks_size(const void *a, const ltk_exec *e, size_t *bytes) {
     return ltk_decode_blocks_workspace_size(a, e, bytes);
 }
 static ltk_status blocks_call(const void *a, const ltk_exec *e) { return ltk_decode_blocks_topk(a, e); }
+static ltk_status cons_size(const void *a, const ltk_exec *e, size_t *bytes) {
+    return ltk_decode_candidates_workspace_size(a, e, bytes);
+}
+static ltk_status cons_call(const void *a, const ltk_exec *e) { return ltk_decode_candidates_topk(a, e); }
 static void decode_json(void *c, cli_json *j) {
     decode_bench *b = c;
     cli_json_int(j, "B", b->args.B), cli_json_int(j, "next_n", b->args.next_n), cli_json_int(j, "H", b->args.H);
     cli_json_int(j, "D", b->args.D), cli_json_int(j, "k", b->args.k), cli_json_int(j, "block_kv", b->args.block_kv);
     cli_json_int(j, "ctx", b->ctx), cli_json_bool(j, "mixed", b->mixed);
     cli_json_bool(j, "physical", (b->args.flags & LTK_FLAG_PHYSICAL) != 0);
-    cli_json_str(j, "call", b->publication ? "blocks" : "decode");
-    if (b->publication) cli_json_int(j, "block_size", b->b_size), cli_json_int(j, "block_k", b->n_blk);
+    static const char *const calls[3] = {"decode", "candidates", "blocks"};
+    cli_json_str(j, "call", calls[b->phase]);
+    if (b->phase) cli_json_int(j, "block_size", b->b_size), cli_json_int(j, "block_k", b->n_blk);
 }
 
 static const char decode_usage[] =
@@ -50,7 +58,9 @@ static const char decode_about[] =
     "block_kv fp32 scales); each request is the DSA workload of bench dsa (tools/gen.c). TFLOP/s = 2 H D (visible positions) / time; on CUDA also each time over one\n"
     "read of the cache at the device copy rate measured in the same process. --blocks N: first the\n"
     "candidate indexer's decode publication (ltk_decode_blocks_topk: the top N blocks of --b positions a\n"
-    "row, the newest partial block pinned, ids ascending) on the same inputs.";
+    "row, the newest partial block pinned, ids ascending) on the same inputs, then its consumer\n"
+    "(ltk_decode_candidates_topk: top -k among the positions of one publication's lists; its floor is\n"
+    "those positions read once a row, B next_n blocks b (D + 4) bytes, at the copy rate).";
 
 /* The cache, the table and the inputs, on the host. Each request is the DSA workload of the prefill
  * benchmarks (tools/gen.c, gen_dsa_make: rotated e4m3 keys with per-token scales, topic runs, heavy
@@ -164,12 +174,15 @@ int bench_decode_main(int argc, char **argv) {
     const size_t kmax = (size_t)(nblk > k ? nblk : k);
     if (!st) st = devmem_alloc(dev, rows * kmax * sizeof(int32_t), &bc->out_idx);
     if (!st) st = devmem_alloc(dev, rows * kmax * sizeof(float), (void **)&bc->out_scores);
+    int32_t *lists = NULL;
+    if (!st && nblk > 0) st = devmem_alloc(dev, rows * (size_t)nblk * sizeof(int32_t), (void **)&lists);
     int exit_code = CLI_EXIT_FAIL;
     b.b_size = bsz, b.n_blk = nblk;
-    for (int pub = nblk > 0 ? 1 : 0; !st && pub >= 0; pub--) {
+    for (int phase = nblk > 0 ? 2 : 0; !st && phase >= 0; phase--) {
+        const int pub = phase == 2;
         a->q = b.q, a->kv_cache = b.cache, a->block_table = b.table, a->seq_lens = b.lens, a->weights = b.weights;
         a->out_idx = bc->out_idx, a->out_scores = bc->out_scores;
-        b.publication = pub;
+        b.phase = phase;
         bc->env = &env, bc->what = "ltk_decode_topk", bc->args = a, bc->size = decode_size, bc->call = decode_call;
         bc->n_out = rows * (size_t)k, bc->idx_size = 4;
         if (pub) { /* blocks only, as V4.1's source layer publishes them (SGLang's block table) */
@@ -181,6 +194,20 @@ int bench_decode_main(int argc, char **argv) {
             bc->what = "ltk_decode_blocks_topk", bc->args = &b.blk, bc->size = blocks_size, bc->call = blocks_call;
             bc->n_out = rows * (size_t)nblk;
         }
+        if (phase == 1) { /* the consumer, on the lists of one publication outside the timings */
+            ltk_decode_blocks_args one = b.blk;
+            one.out_blocks = lists;
+            ltk_exec e0 = {env.backend, LTK_ALGO_FUSED, NULL, NULL, 0, env.threads, NULL};
+            if (ltk_decode_blocks_topk(&one, &e0) != LTK_OK || devmem_sync(dev) != LTK_OK) {
+                fprintf(stderr, "litetopk %s: ltk_decode_blocks_topk: %s\n", cmd, ltk_last_error());
+                exit_code = CLI_EXIT_FAIL;
+                break;
+            }
+            memset(&b.cons, 0, sizeof b.cons);
+            b.cons.dx = *a;
+            b.cons.block_size = (int32_t)bsz, b.cons.n_blocks = (int32_t)nblk, b.cons.blocks = lists;
+            bc->what = "ltk_decode_candidates_topk", bc->args = &b.cons, bc->size = cons_size, bc->call = cons_call;
+        }
         bench_op op;
         memset(&op, 0, sizeof op);
         op.dtype = "e4m3";
@@ -189,19 +216,28 @@ int bench_decode_main(int argc, char **argv) {
         op.fetch = bench_call_fetch, op.teardown = bench_call_teardown, op.json_shape = decode_json;
         op.rows = (int64_t)rows, op.k = (int32_t)(pub ? nblk : k), op.idx_size = 4;
         if (pub) op.name = "decode_blocks";
+        if (phase == 1) op.name = "decode_candidates";
         op.fp8_ceiling = 1;
         op.flops = 2.0 * (double)H * (double)D * visible;
         /* the floor: each request's cache read once (its next_n rows share it) */
         op.floor_bytes = b.cached * (double)(D + 4);
-        snprintf(op.shape, sizeof op.shape, "%sB=%lld ctx=%lld%s next_n=%lld H=%lld D=%lld k=%lld block=%lld%s",
-                 pub ? "publication " : "", (long long)B, (long long)ctx, mixed ? " (mixed)" : "", (long long)next_n,
-                 (long long)H, (long long)D, pub ? (long long)nblk : (long long)k, (long long)block,
-                 physical && !pub ? " physical" : "");
+        if (phase == 1) { /* the listed positions (at most the visible ones) read once a row */
+            const double listed = (double)rows * (double)nblk * (double)bsz;
+            const double pos = listed < visible ? listed : visible;
+            op.flops = 2.0 * (double)H * (double)D * pos;
+            op.floor_bytes = pos * (double)(D + 4);
+        }
+        static const char *const what[3] = {"", "consumer ", "publication "};
+        snprintf(op.shape, sizeof op.shape, "%sB=%lld ctx=%lld%s next_n=%lld H=%lld D=%lld k=%lld%s block=%lld%s",
+                 what[phase], (long long)B, (long long)ctx, mixed ? " (mixed)" : "", (long long)next_n, (long long)H,
+                 (long long)D, pub ? (long long)nblk : (long long)k, phase == 1 ? " of listed blocks" : "",
+                 (long long)block, physical && !pub ? " physical" : "");
         exit_code = bench_all(&env, &op);
         if (exit_code != CLI_EXIT_OK) break;
     }
     if (st) fprintf(stderr, "litetopk %s: %s\n", cmd, tool_last_error());
     devmem_free(dev, b.cache), devmem_free(dev, b.table), devmem_free(dev, b.lens), devmem_free(dev, b.q);
     devmem_free(dev, b.weights), devmem_free(dev, bc->out_idx), devmem_free(dev, bc->out_scores);
+    devmem_free(dev, lists);
     return exit_code;
 }

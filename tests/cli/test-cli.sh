@@ -92,6 +92,9 @@ expect 0 "exactness: fused == materialize" -- "$ltk" bench select --rows 3 --col
 expect 0 "exactness: fused == materialize" -- "$ltk" bench decode --B 3 --ctx 900 --mixed --next-n 2 --H 4 --D 32 -k 64 --block 32 --reps 1 --json "$dir/b.jsonl"
 expect 0 "exactness: fused == materialize" -- "$ltk" bench blocks --T 6 --S 700 --H 4 --D 32 -k 40 --b 8 --blocks 30 --backend cpu --reps 1 --json "$dir/d.jsonl"
 [ "$(grep -c '"op": "blocks"' "$dir/d.jsonl")" -eq 8 ] || fail "bench blocks: expected 8 JSON lines (4 calls, 2 algos)"
+expect 0 "consumer B=2" -- "$ltk" bench decode --B 2 --ctx 700 --next-n 2 --H 4 --D 32 -k 40 --block 32 --blocks 30 --b 8 --backend cpu --reps 1 --json "$dir/e.jsonl"
+[ "$(grep -c '"call": "candidates"' "$dir/e.jsonl")" -eq 2 ] || fail "bench decode --blocks: expected the consumer's 2 JSON lines"
+[ "$(grep -c '"call": "blocks"' "$dir/e.jsonl")" -eq 2 ] || fail "bench decode --blocks: expected the publication's 2 JSON lines"
 [ "$(wc -l < "$dir/b.jsonl")" -eq 8 ] || fail "expected 8 JSON lines in b.jsonl"
 for key in '"op"' '"backend"' '"algo"' '"median_ms"' '"aux_bytes"' '"device"' '"commit"' '"candidates_mean"' '"fallback_rows"' '"harness"' '"date"'; do
     [ "$(grep -c -- "$key" "$dir/b.jsonl")" -eq 8 ] || fail "JSON lines without $key"
