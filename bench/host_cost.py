@@ -161,6 +161,30 @@ def parts_decode(B=64, ctx=65536, next_n=1, k=2048, n=20000):
     for name, fn in steps.items():
         t = min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
         print(f"    {name:22s} {t:6.3f} us")
+    # whole calls, each form of out= / workspace= given, interleaved (the host drifts by a few us
+    # between runs): enqueue_loop_us medians over 15 rounds
+    a, ctxo, ia, sca = _ops._decode_prepare(q, cache, w, seq, table, k, 64, 0, False, False, False, None, "auto",
+                                            "fused", None, 0, None)
+    run_fn, ws_fn = _ffi.entry("ltk_decode_topk"), _ffi.entry("ltk_decode_workspace_size")
+    calls = {
+        "python out= ws=": lambda: litetopk.decode_topk(q, cache, w, seq, table, k, block_kv=64, out=out, workspace=ws),
+        "python out=": lambda: litetopk.decode_topk(q, cache, w, seq, table, k, block_kv=64, out=out),
+        "python ws=": lambda: litetopk.decode_topk(q, cache, w, seq, table, k, block_kv=64, workspace=ws),
+        "python": lambda: litetopk.decode_topk(q, cache, w, seq, table, k, block_kv=64),
+        "c ws": bare(run_fn, ws_fn, a, ctxo, True),
+        "c": bare(run_fn, ws_fn, a, ctxo, False),
+    }
+    for fn in calls.values():
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    got = {name: [] for name in calls}
+    for _ in range(15):
+        for name, fn in calls.items():
+            got[name].append(enqueue_loop_us(fn, n=20, reps=1))
+    for name in calls:
+        print(f"    call {name:18s} {median(got[name]):6.2f} us (enqueue_loop_us, median of 15 interleaved rounds)")
+    del ia, sca
 
 
 def trace(fn, label):

@@ -320,3 +320,35 @@ def test_cuda_candidate_indexer_equals_cpu():
     i_d, s_d = supported(litetopk.candidates_topk, *dev, bl_d, 100, sorted=True, return_scores=True)
     i_c, s_c = litetopk.candidates_topk(*host, bl_c, 100, sorted=True, return_scores=True, backend="cpu")
     assert torch.equal(i_d.cpu(), i_c) and torch.equal(s_d.cpu().view(torch.int32), s_c.view(torch.int32))
+
+
+@needs_backend
+@pytest.mark.parametrize("physical", [False, True])
+def test_cuda_decode_candidate_forms_equal_cpu(physical):
+    """decode_blocks_topk (with the row's own top-k) and decode_candidates_topk on CUDA tensors over a
+    paged cache (H = 64, D = 128, block_kv 64: the sm_90a paged scan on Hopper) against the CPU backend
+    on the same tensors copied to the host, bit for bit (exact codes and weights, test_candidates'
+    paged_problem), with lengths 0 to past a block, a shuffled table and lists with -1 and repeats."""
+    from test_candidates import paged_problem
+    rng = np.random.default_rng(33)
+    B, next_n, H, D, bkv = 5, 2, 64, 128, 64
+    q, cache, w, lens, table = paged_problem(rng, B, next_n, H, D, bkv, max_len=1500)
+    lens[0, 0], lens[1] = 0, [1, 70]
+    nb, k = 20, 100
+    lists = rng.integers(-1, 1500 // 8, (B * next_n, 40)).astype(np.int32)
+    lists[:, 1] = lists[:, 0]
+    host = (torch.from_numpy(q).view(torch.float8_e4m3fn), torch.from_numpy(cache), torch.from_numpy(w),
+            torch.from_numpy(lens), torch.from_numpy(table))
+    dev = tuple(x.to(DEV) for x in host)
+    kw = dict(block_kv=bkv, physical=physical)
+    got = supported(litetopk.decode_blocks_topk, *dev, nb, topk=k, return_scores=True, **kw)
+    ref = litetopk.decode_blocks_topk(*host, nb, topk=k, return_scores=True, backend="cpu", **kw)
+    assert got[0].device == DEV
+    for g_, r_ in zip(got, ref):
+        g_ = g_.cpu()
+        assert torch.equal(g_.view(torch.int32), r_.view(torch.int32))
+    li = torch.from_numpy(lists)
+    c_d = supported(litetopk.decode_candidates_topk, *dev, li.to(DEV), k, sorted=True, return_scores=True, **kw)
+    c_c = litetopk.decode_candidates_topk(*host, li, k, sorted=True, return_scores=True, backend="cpu", **kw)
+    for g_, r_ in zip(c_d, c_c):
+        assert torch.equal(g_.cpu().view(torch.int32), r_.view(torch.int32))

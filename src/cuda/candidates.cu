@@ -200,12 +200,36 @@ __global__ void __launch_bounds__(SORT_THREADS)
     }
 }
 
+/* A decode consumer's cache: its listed logical blocks become sub-blocks of the cache's pages
+ * (contig 2), page table[request][id * b / page_kv], part (id * b % page_kv) / b; -1 where the page
+ * is unmapped (its positions score NaN). */
+typedef struct cx_dec_pages {
+    const int32_t *bt;
+    int64_t bt_stride, num_blocks;
+    int32_t max_blocks, page_kv, next_n;
+    int32_t *phys; /* NULL: not a decode call */
+} cx_dec_pages;
+
+static __device__ __forceinline__ int32_t cx_phys_of(const cx_dec_pages &pg, int64_t t, int32_t id, int32_t b) {
+    if (id < 0) return -1;
+    const int64_t pos = (int64_t)id * b, pi = pos / pg.page_kv;
+    const int32_t page = pi < pg.max_blocks ? pg.bt[(t / pg.next_n) * pg.bt_stride + pi] : -1;
+    return page >= 0 && page < pg.num_blocks ? (int32_t)(page * (int64_t)(pg.page_kv / b) + (pos % pg.page_kv) / b) : -1;
+}
+
 /* The consumer's per-row block table: the listed ids that exist and meet the row's range, once
  * each, ascending, -1 after; cs, ce the row's columns [cs, ce) in it (the first and last listed
- * blocks may straddle the row's bounds, the others lie inside). */
+ * blocks may straddle the row's bounds, the others lie inside); in a decode call also the table's
+ * cache sub-blocks (pg.phys). Launched by ltk_launch_pdl after the decode rows' lengths, and the
+ * sub-blocks written here rather than by a kernel of their own: at B = 64, 64K, 2048 blocks of 8
+ * a row that kernel took 5.2 us and each boundary a launch latency, in a consumer call of ~125 us
+ * (ncu on H100, `litetopk bench decode --blocks 2048`). */
 __global__ void __launch_bounds__(SORT_THREADS)
     cx_prep_kernel(const int32_t *ks, const int32_t *ke, int64_t T, int64_t S, int32_t b, const int32_t *blocks,
-                   int64_t blocks_stride, int32_t nlist, int32_t *btab, int32_t *cs, int32_t *ce, int n2) {
+                   int64_t blocks_stride, int32_t nlist, int32_t *btab, int32_t *cs, int32_t *ce, int n2,
+                   cx_dec_pages pg) {
+    ltk_pdl_wait();
+    ltk_pdl_launch();
     extern __shared__ uint64_t cx_s[];
     __shared__ uint32_t warp_sums[SORT_THREADS / 32];
     __shared__ int32_t last_s;
@@ -232,10 +256,18 @@ __global__ void __launch_bounds__(SORT_THREADS)
         for (int i = i0; i < i0 + per && i < n2; i++) mine += cx_s[i] != 0 && (i == 0 || cx_s[i - 1] != cx_s[i]);
         uint32_t total;
         uint32_t at = ltk_block_scan(mine, warp_sums, &total);
-        int32_t *row = btab + t * nlist;
+        int32_t *row = btab + t * nlist, *prow = pg.phys ? pg.phys + t * nlist : NULL;
         for (int i = i0; i < i0 + per && i < n2; i++)
-            if (cx_s[i] != 0 && (i == 0 || cx_s[i - 1] != cx_s[i])) row[at++] = (int32_t)(0xffffffffu - (uint32_t)cx_s[i]);
-        for (int i = (int)total + threadIdx.x; i < nlist; i += SORT_THREADS) row[i] = -1;
+            if (cx_s[i] != 0 && (i == 0 || cx_s[i - 1] != cx_s[i])) {
+                const int32_t id = (int32_t)(0xffffffffu - (uint32_t)cx_s[i]);
+                row[at] = id;
+                if (prow) prow[at] = cx_phys_of(pg, t, id, b);
+                at++;
+            }
+        for (int i = (int)total + threadIdx.x; i < nlist; i += SORT_THREADS) {
+            row[i] = -1;
+            if (prow) prow[i] = -1;
+        }
         for (int i = i0; i < i0 + per && i < n2; i++) /* the last valid id: the end of the sorted run */
             if (cx_s[i] != 0 && (i + 1 == n2 || cx_s[i + 1] == 0)) last_s = (int32_t)(0xffffffffu - (uint32_t)cx_s[i]);
         __syncthreads();
@@ -258,6 +290,8 @@ __global__ void __launch_bounds__(SORT_THREADS)
 __global__ void __launch_bounds__(SORT_THREADS)
     cx_map_kernel(int32_t *out_idx, float *out_scores, int64_t stride, int32_t k, int64_t T, const int32_t *btab,
                   int32_t nlist, int32_t b, const int32_t *ks, int64_t S, int absolute, int by_index, int n2) {
+    ltk_pdl_wait(); /* (launched by ltk_launch_pdl after the select's last kernel) */
+    ltk_pdl_launch();
     extern __shared__ uint64_t cx_s[];
     __shared__ int cnt;
     for (int64_t t = blockIdx.x; t < T; t += gridDim.x) {
@@ -691,24 +725,6 @@ extern "C" ltk_status ltk_cuda_decode_candidates(const ltk_decode_candidates_arg
     return cand_run(&ca, &da->dx, e, wsv, ws_bytes);
 }
 
-/* Listed logical blocks -> sub-blocks of the cache (contig 2): page table[request][id * b / page_kv],
- * part (id * b % page_kv) / b; -1 where the page is unmapped (its positions score NaN). */
-__global__ void cx_dec_phys_kernel(const int32_t *btab, int64_t T, int32_t nl, int32_t b, const int32_t *bt,
-                                   int64_t bt_stride, int32_t max_blocks, int64_t num_blocks, int32_t page_kv,
-                                   int32_t next_n, int32_t *phys) {
-    const int64_t n = T * nl;
-    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < n; x += (int64_t)gridDim.x * blockDim.x) {
-        const int32_t id = btab[x];
-        int32_t e = -1;
-        if (id >= 0) {
-            const int64_t pos = (int64_t)id * b, pi = pos / page_kv;
-            const int32_t page = pi < max_blocks ? bt[(x / nl / next_n) * bt_stride + pi] : -1;
-            if (page >= 0 && page < num_blocks) e = (int32_t)(page * (int64_t)(page_kv / b) + (pos % page_kv) / b);
-        }
-        phys[x] = e;
-    }
-}
-
 static ltk_status cand_run(const ltk_candidates_args *ca0, const ltk_decode_args *dx, const ltk_exec *e, void *wsv,
                            size_t ws_bytes) {
     cand_plan p;
@@ -738,10 +754,19 @@ static ltk_status cand_run(const ltk_candidates_args *ca0, const ltk_decode_args
     const size_t map_smem = by_index ? 8 * (size_t)p.n2_map : 0;
     LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)cx_map_kernel, map_smem));
     const unsigned grow = (unsigned)(T < 65535 ? T : 65535);
-    cx_prep_kernel<<<grow, SORT_THREADS, 8 * (size_t)p.n2_prep, st>>>(a->ks, a->ke, T, a->S, (int32_t)b, ca->blocks,
-                                                                     ca->blocks_stride, (int32_t)nb, btab, cs, ce,
-                                                                     p.n2_prep);
-    LTK_CUDA_TRY(cudaGetLastError());
+    ltk_cuda_dev dv;
+    LTK_FORWARD_IF(ltk_cuda_device(&dv));
+    const int pdl = dv.major >= 9;
+    cx_dec_pages dpg;
+    memset(&dpg, 0, sizeof dpg);
+    if (dx && !p.materialize) { /* the listed blocks as sub-blocks of the cache's pages, for the scan */
+        dpg.bt = dx->block_table, dpg.bt_stride = dx->bt_stride, dpg.num_blocks = dx->num_blocks;
+        dpg.max_blocks = dx->max_blocks, dpg.page_kv = dx->block_kv, dpg.next_n = dx->next_n;
+        dpg.phys = (int32_t *)(ws + p.o_phys);
+    }
+    LTK_CUDA_TRY(ltk_launch_pdl(pdl, cx_prep_kernel, dim3(grow), dim3(SORT_THREADS), 8 * (size_t)p.n2_prep, st, a->ks,
+                                a->ke, T, a->S, (int32_t)b, ca->blocks, ca->blocks_stride, (int32_t)nb, btab, cs, ce,
+                                p.n2_prep, dpg));
     ltk_trace tr;
     ltk_trace_begin(&tr, st);
     LTK_FORWARD_IF(ltk_trace_step(&tr, st, "candidates: prep"));
@@ -749,16 +774,7 @@ static ltk_status cand_run(const ltk_candidates_args *ca0, const ltk_decode_args
     ie.algo = e->algo == LTK_ALGO_SCORE_ONLY ? LTK_ALGO_SCORE_ONLY : LTK_ALGO_FUSED; /* (score only: the scan alone) */
     ie.stats = NULL;
     if (!p.materialize) {
-        p.pg.bt = btab;
-        if (dx) { /* the listed blocks as sub-blocks of the cache's pages, for the scan */
-            int32_t *phys = (int32_t *)(ws + p.o_phys);
-            const int64_t n = T * nb;
-            const unsigned grid = (unsigned)(n / 256 + 1 < 132 * 8 ? n / 256 + 1 : 132 * 8);
-            cx_dec_phys_kernel<<<grid, 256, 0, st>>>(btab, T, (int32_t)nb, (int32_t)b, dx->block_table, dx->bt_stride,
-                                                     dx->max_blocks, dx->num_blocks, dx->block_kv, dx->next_n, phys);
-            LTK_CUDA_TRY(cudaGetLastError());
-            p.pg.bt = phys;
-        }
+        p.pg.bt = dpg.phys ? dpg.phys : btab;
         p.ia.ks = cs;
         p.ia.ke = ce;
         LTK_FORWARD_IF(ltk_cuda_indexer_paged(&p.ia, &p.pg, &ie, ws + p.o_ix, ix_room));
@@ -800,10 +816,9 @@ static ltk_status cand_run(const ltk_candidates_args *ca0, const ltk_decode_args
     }
     if (e->algo == LTK_ALGO_SCORE_ONLY) return LTK_OK;
     LTK_FORWARD_IF(ltk_trace_step(&tr, st, "candidates: scan + select"));
-    cx_map_kernel<<<grow, SORT_THREADS, map_smem, st>>>(a->out_idx, a->out_scores, a->out_stride, a->k, T, btab,
-                                                       (int32_t)nb, (int32_t)b, a->ks, a->S,
-                                                       (a->flags & LTK_FLAG_ABSOLUTE) != 0, by_index, p.n2_map);
-    LTK_CUDA_TRY(cudaGetLastError());
+    LTK_CUDA_TRY(ltk_launch_pdl(pdl, cx_map_kernel, dim3(grow), dim3(SORT_THREADS), map_smem, st, a->out_idx,
+                                a->out_scores, a->out_stride, a->k, T, (const int32_t *)btab, (int32_t)nb, (int32_t)b,
+                                a->ks, a->S, (int)((a->flags & LTK_FLAG_ABSOLUTE) != 0), by_index, p.n2_map));
     if (dx && (dx->flags & LTK_FLAG_PHYSICAL)) LTK_FORWARD_IF(ltk_cuda_decode_physical(dx, st));
     return LTK_OK;
 }
