@@ -653,6 +653,140 @@ static __device__ __forceinline__ void ltk_bucket_stage(const ltk_src_cand_smem 
 static __device__ __forceinline__ uint32_t ltk_bucket_rel(const ltk_src_cand_glob &src, int i) { return __ldcg(src.rel + i); }
 static __device__ __forceinline__ uint32_t ltk_bucket_rel(const ltk_src_cand_smem &src, int i) { return src.rel[i]; }
 
+/* The smallest and largest staged key of bucket b, into *lo and *hi (shared words the caller set
+ * to ~0 and 0; a barrier after). */
+static __device__ __forceinline__ void ltk_bucket_minmax(const uint32_t *skeys, int n, uint32_t kmin, int sh, uint32_t b,
+                                                         uint32_t *lo, uint32_t *hi) {
+    uint32_t mz = 0xffffffffu, xz = 0u;
+    for (int i = threadIdx.x; i < n; i += LTK_SEL_NT) {
+        const uint32_t key = skeys[i];
+        if (key >= kmin && ltk_cand_bucket(key, kmin, sh) == b) mz = min(mz, key), xz = max(xz, key);
+    }
+    mz = __reduce_min_sync(LTK_FULL, mz);
+    xz = __reduce_max_sync(LTK_FULL, xz);
+    if ((threadIdx.x & 31) == 0) atomicMin(lo, mz), atomicMax(hi, xz);
+}
+
+/* Scatters the entries of buckets <= bstar into sb at their buckets' starts in hist (which become
+ * their ends); their row indices are read (from global memory for a global source, loads in flight
+ * together) only for those. pick: of bstar, only the entries with lowmask - rel >= pfx. */
+template <class Src>
+static __device__ __forceinline__ void ltk_bucket_scatter(const Src &src, int n, const uint32_t *skeys, uint32_t kmin,
+                                                          int sh, uint32_t bstar, bool pick, uint64_t lowmask,
+                                                          uint64_t pfx, uint64_t *sb, ltk_sel_smem *sm) {
+    for (int i0 = 0; i0 < n; i0 += LTK_SEL_NT * LTK_SEL_U) {
+        uint32_t key[LTK_SEL_U], rel[LTK_SEL_U], b[LTK_SEL_U];
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
+            key[u] = i < n ? skeys[i] : 0u;
+            b[u] = i < n && key[u] >= kmin ? ltk_cand_bucket(key[u], kmin, sh) : (uint32_t)LTK_SEL_BINS;
+            rel[u] = b[u] <= bstar ? ltk_bucket_rel(src, i) : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < LTK_SEL_U; u++) {
+            bool take = b[u] <= bstar;
+            if (pick && b[u] == bstar) take = lowmask - rel[u] >= pfx;
+            if (take) sb[atomicAdd(&sm->hist[b[u]], 1u)] = ltk_comp(key[u], rel[u]);
+        }
+    }
+}
+
+/* ltk_topk_bucket where a bucket up to b* holds more than LTK_BUCKET_MAX entries and zooming cannot
+ * spread it (b* one key: a tie class; or the zooms spent with b* itself not crowded): the k best,
+ * sorted, in sb, or NULL (b* of several keys and crowded, or the padded sort not fitting sb's k +
+ * LTK_BUCKET_MAX). hist holds the bucket starts of the histogram over [kmin, ...) at shift sh, tot
+ * its entries, above the entries before b*. Of b*, the k - above best: for one key, the lowest
+ * positions, found by radix passes of 8 bits over (2^hb - 1 - rel) of its entries (the histogram
+ * in sb, which the scatter fills only afterwards); for a b* of at most LTK_BUCKET_MAX entries, by
+ * their ranks among themselves. Every bucket up to b* is scattered into sb (as ltk_topk_bucket
+ * does, b* only its winners), then sb[0, k) sorted by the bitonic network (pad to a power of two)
+ * instead of ranking entries within their buckets, which is quadratic in a crowded bucket. Why: a
+ * row of few distinct values crowds every bucket near the k-th key with one key each, and the
+ * radix passes over the composites, the gather and the register sort that took them instead made
+ * such rows 2.7x slower than normal ones (2048 x 8192 ties 0.48 ms against 0.176 normal, k = 2048,
+ * bench/results/h200/select.jsonl); with it 0.478 -> 0.422 ms on an H100, while 64 x 1M ties, whose
+ * last CTA reads the row indices from L2 in each pass over the class, went 0.165 -> 0.170 ms against
+ * the radix passes (base and new alternating in one call, bench/results/h100/select.jsonl). */
+template <class Src>
+static __device__ __noinline__ const uint64_t *ltk_topk_crowded(const Src &src, int n, uint32_t k, uint32_t kmin, int sh,
+                                                    uint32_t bstar, uint32_t above, uint32_t tot, ltk_sel_smem *sm,
+                                                    uint64_t *sb, const uint32_t *skeys) {
+#define LTK_CAND_BUCKET(key) ltk_cand_bucket(key, kmin, sh)
+    const int lane = threadIdx.x & 31;
+    uint32_t np = 1;
+    while (np < k) np <<= 1;
+    const uint32_t start = sm->hist[bstar], nxt = bstar + 1 < LTK_SEL_BINS ? sm->hist[bstar + 1] : tot;
+    const uint32_t cnt = nxt - start, need = k - above; /* (start == above; 1 <= need <= cnt) */
+    if (np > k + LTK_BUCKET_MAX) return NULL; /* (block-uniform from here on: shared values after barriers) */
+    __syncthreads();
+    if (threadIdx.x == 0) sm->kmin = 0xffffffffu, sm->kmax = 0u, sm->found_rel = 0u;
+    __syncthreads();
+    ltk_bucket_minmax(skeys, n, kmin, sh, bstar, &sm->kmin, &sm->kmax);
+    __syncthreads();
+    const uint32_t K = sm->kmin;
+    const bool onekey = K == sm->kmax;
+    if (!onekey && cnt > LTK_BUCKET_MAX) return NULL;
+    /* one key: the need lowest positions of the class, as the need largest v = lowmask - rel */
+    const bool pick = onekey && need < cnt;
+    uint64_t lowmask = 0, pfx = 0;
+    if (pick) {
+        uint32_t mr = 0u;
+        for (int i = threadIdx.x; i < n; i += LTK_SEL_NT)
+            if (skeys[i] == K) mr = max(mr, ltk_bucket_rel(src, i));
+        mr = __reduce_max_sync(LTK_FULL, mr);
+        if (lane == 0) atomicMax(&sm->found_rel, mr);
+        __syncthreads();
+        const int hb = sm->found_rel ? 32 - __clz(sm->found_rel) : 0;
+        lowmask = ((uint64_t)1 << hb) - 1;
+        uint32_t *h2 = (uint32_t *)sb; /* 256 counters: sb holds >= 2 (1 + LTK_BUCKET_MAX) words */
+        uint32_t kk = need;
+        for (int top = hb; top > 0;) {
+            const int s2 = top > 8 ? top - 8 : 0;
+            const uint32_t nb = 1u << (top - s2);
+            for (int i = threadIdx.x; i < 256; i += LTK_SEL_NT) h2[i] = 0u;
+            __syncthreads();
+            for (int i = threadIdx.x; i < n; i += LTK_SEL_NT) {
+                if (skeys[i] != K) continue;
+                const uint64_t v = lowmask - ltk_bucket_rel(src, i);
+                if ((v >> top) == (pfx >> top)) atomicAdd(&h2[(uint32_t)(v >> s2) & (nb - 1)], 1u);
+            }
+            __syncthreads();
+            /* the digit d with sum_{j>d} < kk <= sum_{j>=d}, highest digits first (thread t: digit nb-1-t) */
+            const uint32_t c = threadIdx.x < nb ? h2[nb - 1 - threadIdx.x] : 0u;
+            uint32_t all;
+            const uint32_t st = ltk_block_scan(c, sm->warp, &all);
+            if (threadIdx.x < nb && st < kk && kk <= st + c) sm->digit = nb - 1 - threadIdx.x, sm->bucket = st;
+            __syncthreads();
+            pfx |= (uint64_t)sm->digit << s2;
+            kk -= sm->bucket;
+            top = s2;
+            __syncthreads();
+        }
+        /* pfx is the need-th largest v of the class: exactly need entries have v >= pfx */
+    }
+    /* the buckets up to b* (of b*, with pick, only v >= pfx) */
+    ltk_bucket_scatter(src, n, skeys, kmin, sh, bstar, pick, lowmask, pfx, sb, sm);
+    __syncthreads();
+    if (!onekey) { /* b*'s cnt <= LTK_BUCKET_MAX entries at [above, above + cnt): its need best, in order */
+        uint64_t c = 0;
+        uint32_t rank = 0;
+        if (threadIdx.x < cnt) {
+            c = sb[above + threadIdx.x];
+            for (uint32_t j = above; j < above + cnt; j++) rank += sb[j] > c;
+        }
+        __syncthreads();
+        if (threadIdx.x < cnt && rank < need) sb[above + rank] = c;
+        __syncthreads();
+    }
+    for (uint32_t j = k + threadIdx.x; j < np; j += LTK_SEL_NT) sb[j] = 0ull;
+    __syncthreads();
+    ltk_bitonic_desc(sb, (int)np);
+    __syncthreads();
+    return sb;
+#undef LTK_CAND_BUCKET
+}
+
 /* The final select and its sort in one: the k best of the n candidates (k < n <= stage), sorted
  * descending, from one histogram of key buckets (ltk_cand_bucket). Keys staged in shared memory
  * (skeys, ltk_stage_keys); the histogram over [kmin, kmax] in LTK_SEL_BINS buckets, highest key
@@ -733,9 +867,10 @@ static __device__ const uint64_t *ltk_topk_bucket(const Src &src, uint32_t k, lt
         __syncthreads();
         if (sm->digit >= LTK_SEL_BINS) return NULL; /* (block-uniform) */
         if (sm->bmax <= LTK_BUCKET_MAX) break;
-        /* a crowded bucket still, or b* one key (sh = 0, d < 256: a tie class): the radix passes */
-        if (zoom == 2 || (sh == 0 && sm->digit >= LTK_SEL_BINS - 256)) return NULL;
-        const uint32_t bz = sm->digit;
+        /* a crowded bucket still, or b* one key (sh = 0, d < 256: a tie class): the sorted tail */
+        if (zoom == 2 || (sh == 0 && sm->digit >= LTK_SEL_BINS - 256))
+            return ltk_topk_crowded(src, n, k, kmin, sh, sm->digit, sm->above, tot, sm, sb, skeys);
+        const uint32_t bz = sm->digit, az = sm->above;
         __syncthreads();
         if (threadIdx.x == 0) {
             sm->kmin = 0xffffffffu;
@@ -743,21 +878,12 @@ static __device__ const uint64_t *ltk_topk_bucket(const Src &src, uint32_t k, lt
             sm->digit = LTK_SEL_BINS;
         }
         __syncthreads();
-        uint32_t mz = 0xffffffffu, xz = 0u;
-        for (int i = threadIdx.x; i < n; i += LTK_SEL_NT) {
-            const uint32_t key = skeys[i];
-            if (key >= kmin && LTK_CAND_BUCKET(key) == bz) mz = min(mz, key), xz = max(xz, key);
-        }
-        mz = __reduce_min_sync(LTK_FULL, mz);
-        xz = __reduce_max_sync(LTK_FULL, xz);
-        if (lane == 0) {
-            atomicMin(&sm->kmin, mz);
-            atomicMax(&sm->bmax, xz); /* (bmax: free until the next histogram) */
-        }
+        ltk_bucket_minmax(skeys, n, kmin, sh, bz, &sm->kmin, &sm->bmax); /* (bmax: free until the next histogram) */
         __syncthreads();
         /* (block-uniform) b* starts at kmin (no narrower range), or holds one key (a tie class:
          * crowded at any width; 64 x 1M ties took 0.158 ms against 0.151 when it zoomed twice) */
-        if (sm->kmin == kmin || sm->kmin == sm->bmax) return NULL;
+        if (sm->kmin == kmin || sm->kmin == sm->bmax)
+            return ltk_topk_crowded(src, n, k, kmin, sh, bz, az, tot, sm, sb, skeys);
         __syncthreads();
         if (threadIdx.x == 0) sm->bmax = 0u;
 #undef LTK_CAND_BUCKET
@@ -765,21 +891,7 @@ static __device__ const uint64_t *ltk_topk_bucket(const Src &src, uint32_t k, lt
 #define LTK_CAND_BUCKET(key) ltk_cand_bucket(key, kmin, sh)
     /* entries up to b*: the start of the next bucket (the scatter below moves only starts up to b*) */
     const uint32_t bstar = sm->digit, nw = bstar + 1 < LTK_SEL_BINS ? sm->hist[bstar + 1] : tot;
-    /* scatter the entries of buckets <= b*: their row indices are read from global memory (loads in
-     * flight together) only for those */
-    for (int i0 = 0; i0 < n; i0 += LTK_SEL_NT * LTK_SEL_U) {
-        uint32_t key[LTK_SEL_U], rel[LTK_SEL_U], b[LTK_SEL_U];
-#pragma unroll
-        for (int u = 0; u < LTK_SEL_U; u++) {
-            const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
-            key[u] = i < n ? skeys[i] : 0u;
-            b[u] = i < n && key[u] >= kmin ? LTK_CAND_BUCKET(key[u]) : (uint32_t)LTK_SEL_BINS;
-            rel[u] = b[u] <= bstar ? ltk_bucket_rel(src, i) : 0u;
-        }
-#pragma unroll
-        for (int u = 0; u < LTK_SEL_U; u++)
-            if (b[u] <= bstar) sb[atomicAdd(&sm->hist[b[u]], 1u)] = ltk_comp(key[u], rel[u]);
-    }
+    ltk_bucket_scatter(src, n, skeys, kmin, sh, bstar, false, 0, 0, sb, sm);
     __syncthreads();
     /* place: each entry at its bucket's start plus its count of larger composites there (distinct:
      * the row index breaks key ties, lower first); of b*, only ranks below k - above */

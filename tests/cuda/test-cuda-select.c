@@ -258,7 +258,21 @@ static void tie_suite(int small) {
     if (small) {
         sc_ties(2, 40000, 100, LTK_DTYPE_F32, G_FLAT, 0, 0);
         sc_ties(1, 200000, 300, LTK_DTYPE_F32, G_PLAT, 150, 0); /* split row (P > 1) */
+        sc_ties(4, 8192, 2048, LTK_DTYPE_F32, G_QUARTER, 0, 0); /* one-key crowded buckets (ltk_topk_crowded) */
         return;
+    }
+    /* Rows that fit one CTA's buffer, every entry a candidate: tie classes crowd the buckets up to
+     * the k-th key (ltk_topk_crowded: b* one key, its lowest positions by radix; or b* small and
+     * the buckets above it crowded), at k whose padded sort fits k + LTK_BUCKET_MAX (2048, 1000,
+     * 100, 4096) and k that does not (1500: the radix passes) */
+    {
+        const int64_t kc[5] = {2048, 1000, 1500, 100, 4096};
+        const int gc[3] = {G_QUARTER, G_DIST2, G_SHIFT};
+        for (int i = 0; i < 5; i++)
+            for (int g = 0; g < 3; g++) {
+                sc_ties(64, 8192, kc[i], LTK_DTYPE_F32, gc[g], 0, 0);
+                if (gc[g] != G_SHIFT) sc_ties(64, 12000, kc[i], LTK_DTYPE_BF16, gc[g], 0, LTK_FLAG_UNSORTED);
+            }
     }
     const int dts[3] = {LTK_DTYPE_F32, LTK_DTYPE_F16, LTK_DTYPE_BF16};
     const int64_t k = 2048;
