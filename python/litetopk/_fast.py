@@ -251,7 +251,7 @@ class Plan:
                "getdev": self.getdev, "stream": self.stream, "ranges_ok": ranges_ok, "run": self.run,
                "pa": self.pa, "pe": self.pe, "check": _ffi.check, "HITS": HITS, "name": self.name,
                "np_empty": np.empty, "np_ptr": np_ptr}
-        for j, (i, shape, dt) in enumerate(self.allocs):
+        for i, shape, dt in self.allocs:
             if dt is None:  # torch: shape is the expanded template
                 env["empty_like"] = sys.modules["torch"].empty_like
                 env[f"t{i}"] = shape

@@ -111,8 +111,8 @@ int64_t ltkc_select_cap(int64_t n, int64_t k) {
  * akey/apos (every one, in index order, while fewer than cap: slot cap - 1 is the sink), the first
  * k equal to v to tpos[0, k); no branch on the comparisons. tpos has no sink slot, so the chunk
  * takes one of three loops: every tie slot below k (eq + c < k: stored at eq), none left (eq >= k:
- * no tie store), or the chunk that crosses k (past it the last slot keeps its value). Why not the
- * crossing loop throughout: its load and select per entry made all-equal rows 83 -> 110 ms (64 x
+ * no tie store and no tie count; no sink while below cap), or the chunk that crosses k (past it
+ * the last slot keeps its value). Why not the crossing loop throughout: its load and select per entry made all-equal rows 83 -> 110 ms (64 x
  * 1M, k = 2048, 2 cores, base and new alternating). */
 static inline void sc_chunk_all(const uint32_t *keys, int64_t c, int64_t i0, uint32_t v, int64_t k, int64_t cap,
                                 uint32_t *akey, int32_t *apos, int32_t *tpos, int64_t *gtp, int64_t *eqp) {
