@@ -341,9 +341,9 @@ static __device__ void sel_stage_chunk(const typename ltk_dt<DT>::raw *row, int6
     }
 }
 
-/* Appends the passing entries of this warp step: one shared atomic per warp. */
-static __device__ __forceinline__ void sel_append(uint32_t nmine, uint32_t *ckey, uint32_t *crel, uint32_t cap,
-                                                  uint32_t *counter, const uint32_t *keys, const uint32_t *rels) {
+/* This lane's first slot for its nmine passing entries of this warp step: a warp scan and one
+ * shared atomic per warp. The slots run on past cap; the caller stores only below it. */
+static __device__ __forceinline__ uint32_t sel_warp_base(uint32_t nmine, uint32_t *counter) {
     const int lane = threadIdx.x & 31;
     uint32_t x = nmine;
 #pragma unroll
@@ -353,19 +353,18 @@ static __device__ __forceinline__ void sel_append(uint32_t nmine, uint32_t *ckey
     }
     uint32_t tot = __shfl_sync(LTK_FULL, x, 31), base = 0;
     if (lane == 31) base = atomicAdd(counter, tot);
-    base = __shfl_sync(LTK_FULL, base, 31) + x - nmine;
-    for (uint32_t j = 0; j < nmine; j++)
-        if (base + j < cap) {
-            ckey[base + j] = keys[j];
-            crel[base + j] = rels[j];
-        }
+    return __shfl_sync(LTK_FULL, base, 31) + x - nmine;
 }
 
 /* One entry per thread (head / tail of a chunk). */
 static __device__ __forceinline__ void sel_append1(bool pass, uint32_t key, uint32_t rel, uint32_t *ckey,
                                                    uint32_t *crel, uint32_t cap, uint32_t *counter) {
     if (!__any_sync(LTK_FULL, pass)) return;
-    sel_append(pass ? 1u : 0u, ckey, crel, cap, counter, &key, &rel);
+    uint32_t pos = sel_warp_base(pass ? 1u : 0u, counter);
+    if (pass && pos < cap) {
+        ckey[pos] = key;
+        crel[pos] = rel;
+    }
 }
 
 /* Scans [c0, c1) of a row (positions relative to the row start) and appends entries with key >= t
@@ -425,7 +424,10 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
             }
         }
         if (__any_sync(LTK_FULL, pm != 0)) {
-            uint32_t keys[U * VW], rels[U * VW], nm = 0;
+            /* Each passing element is stored from its register by an unrolled walk over the pass
+             * mask. Compacting them first into an array indexed by a running count put that array in
+             * local memory (ptxas -v: 640-byte stack frames in the f32 sel_fast_kernel; 48 this way). */
+            uint32_t pos = sel_warp_base((uint32_t)__popc(pm), &sm->cnt);
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 uint32_t ws[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
@@ -433,13 +435,14 @@ static __device__ void sel_scan(const typename ltk_dt<DT>::raw *row, int64_t c0,
 #pragma unroll
                 for (int j = 0; j < VW; j++)
                     if ((pm >> (u * VW + j)) & 1u) {
-                        uint32_t bits = VW == 4 ? ws[j] : (ws[j >> 1] >> ((j & 1) * 16));
-                        keys[nm] = ltk_dt<DT>::key(bits);
-                        rels[nm] = (uint32_t)(c0 + head + vi * VW + j);
-                        nm++;
+                        if (pos < cap) {
+                            uint32_t bits = VW == 4 ? ws[j] : (ws[j >> 1] >> ((j & 1) * 16));
+                            ckey[pos] = ltk_dt<DT>::key(bits);
+                            crel[pos] = (uint32_t)(c0 + head + vi * VW + j);
+                        }
+                        pos++;
                     }
             }
-            sel_append(nm, ckey, crel, cap, &sm->cnt, keys, rels);
         }
     }
     /* tail, scalar */

@@ -731,9 +731,20 @@ static __device__ __noinline__ const uint64_t *ltk_topk_crowded(const Src &src, 
     const bool pick = onekey && need < cnt;
     uint64_t lowmask = 0, pfx = 0;
     if (pick) {
+        /* The class's row indices are in global memory for a global source: LTK_SEL_U loads in
+         * flight a thread, here and in the passes below (one dependent L2 round trip a step
+         * otherwise, ~12 a pass for the last CTA of 64 x 1M ties). */
         uint32_t mr = 0u;
-        for (int i = threadIdx.x; i < n; i += LTK_SEL_NT)
-            if (skeys[i] == K) mr = max(mr, ltk_bucket_rel(src, i));
+        for (int i0 = 0; i0 < n; i0 += LTK_SEL_NT * LTK_SEL_U) {
+            uint32_t r[LTK_SEL_U];
+#pragma unroll
+            for (int u = 0; u < LTK_SEL_U; u++) {
+                const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
+                r[u] = i < n && skeys[i] == K ? ltk_bucket_rel(src, i) : 0u;
+            }
+#pragma unroll
+            for (int u = 0; u < LTK_SEL_U; u++) mr = max(mr, r[u]);
+        }
         mr = __reduce_max_sync(LTK_FULL, mr);
         if (lane == 0) atomicMax(&sm->found_rel, mr);
         __syncthreads();
@@ -746,10 +757,20 @@ static __device__ __noinline__ const uint64_t *ltk_topk_crowded(const Src &src, 
             const uint32_t nb = 1u << (top - s2);
             for (int i = threadIdx.x; i < 256; i += LTK_SEL_NT) h2[i] = 0u;
             __syncthreads();
-            for (int i = threadIdx.x; i < n; i += LTK_SEL_NT) {
-                if (skeys[i] != K) continue;
-                const uint64_t v = lowmask - ltk_bucket_rel(src, i);
-                if ((v >> top) == (pfx >> top)) atomicAdd(&h2[(uint32_t)(v >> s2) & (nb - 1)], 1u);
+            for (int i0 = 0; i0 < n; i0 += LTK_SEL_NT * LTK_SEL_U) {
+                uint32_t r[LTK_SEL_U];
+                bool in[LTK_SEL_U];
+#pragma unroll
+                for (int u = 0; u < LTK_SEL_U; u++) {
+                    const int i = i0 + u * LTK_SEL_NT + threadIdx.x;
+                    in[u] = i < n && skeys[i] == K;
+                    r[u] = in[u] ? ltk_bucket_rel(src, i) : 0u;
+                }
+#pragma unroll
+                for (int u = 0; u < LTK_SEL_U; u++) {
+                    const uint64_t v = lowmask - r[u];
+                    if (in[u] && (v >> top) == (pfx >> top)) atomicAdd(&h2[(uint32_t)(v >> s2) & (nb - 1)], 1u);
+                }
             }
             __syncthreads();
             /* the digit d with sum_{j>d} < kk <= sum_{j>=d}, highest digits first (thread t: digit nb-1-t) */
