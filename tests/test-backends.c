@@ -917,9 +917,9 @@ static void run_icases(const icase *cs, size_t n) {
 /* ================================================================================================
  * kNN
  * ============================================================================================== */
-enum { K_RANDOM, K_GRID, K_ZERO, K_EQUAL, K_NAN, K_INF, K_DENORM, K_EDGE, K_INC, K_DEC, K_RULER, K_SCALES, K_LATE };
+enum { K_RANDOM, K_GRID, K_ZERO, K_EQUAL, K_NAN, K_INF, K_DENORM, K_EDGE, K_INC, K_DEC, K_RULER, K_SCALES, K_LATE, K_TINY };
 static const char *kgen_name[] = {"random", "grid+duplicates", "zero-vectors", "all-equal", "nan", "inf", "denormal",
-                                  "bin-edges", "increasing", "decreasing", "ruler", "scales", "late-ties"};
+                                  "bin-edges", "increasing", "decreasing", "ruler", "scales", "late-ties", "tiny"};
 
 /* x with its low 16 bits cleared: exact in F32 and BF16, and so is x 2^e (no under/overflow) */
 static float bf16_cut(float x) { return t_bits_f32(t_f32_bits(x) & 0xffff0000u); }
@@ -966,14 +966,14 @@ static void kprob_make(kprob *p, const kcase *c) {
     p->full = malloc(sizeof(double) * (size_t)(B * N + 1));
     p->mag = malloc(sizeof(double) * (size_t)(B + 1));
     p->ref = malloc(sizeof(int64_t) * (size_t)(B * c->k));
-    p->exact = (g != K_RANDOM && g != K_SCALES && c->metric != LTK_METRIC_COS) || g == K_DENORM;
+    p->exact = (g != K_RANDOM && g != K_SCALES && g != K_TINY && c->metric != LTK_METRIC_COS) || g == K_DENORM;
     for (int64_t i = 0; i < B * p->qs; i++) put_val(p->q, c->dt, i, NAN);
     for (int64_t i = 0; i < N * p->bs; i++) put_val(p->base, c->dt, i, NAN);
     for (int64_t b = 0; b < B; b++)
         for (int64_t d = 0; d < D; d++) {
             int64_t at = b * p->qs + d;
             if (g == K_RANDOM) put_rand(p->q, c->dt, at);
-            else if (g == K_SCALES) put_val(p->q, c->dt, at, bf16_cut((float)rng_normal()));
+            else if (g == K_SCALES || g == K_TINY) put_val(p->q, c->dt, at, bf16_cut((float)rng_normal()));
             else if (g == K_DENORM) put_val(p->q, c->dt, at, (float)rng_range(-3, 3));
             else if (g == K_EDGE || g == K_LATE) put_val(p->q, c->dt, at, d == 0 ? 1.0f : 0.0f); /* IP = base[i][0] */
             else if (g == K_INC || g == K_DEC) put_val(p->q, c->dt, at, c->metric == LTK_METRIC_L2 ? 0.0f : d == 0 ? 1.0f : 0.0f);
@@ -998,6 +998,10 @@ static void kprob_make(kprob *p, const kcase *c) {
             else if (g == K_RULER)
                 put_val(p->base, c->dt, at, d ? 0.0f : c->metric == LTK_METRIC_L2 ? 20.0f - ruler(i) : ruler(i));
             else if (g == K_SCALES) put_val(p->base, c->dt, at, ldexpf(bf16_cut((float)rng_normal()), sh));
+            else if (g == K_TINY) /* query 0's direction, 2^-52 .. 2^-60: max |x_i| below the int8 screen's 2^-50 */
+                put_val(p->base, c->dt, at,
+                        i % 7 == 3 ? 0.0f
+                                   : ldexpf((float)(dec_val(p->q, c->dt, d) + 0.05 * rng_normal()), -52 - (int)(i % 9)));
             else if (g == K_LATE) /* the first quarter scores below one tie class: the rest */
                 put_val(p->base, c->dt, at, d == 0 && i >= c->N / 4 ? 1.0f : 0.0f);
             else put_val(p->base, c->dt, at, grid_val());
@@ -1723,6 +1727,19 @@ static void test_knn_screens(void) {
     ltk_tune_set(&t);
 }
 
+/* Base vectors too small to quantize (max |x_i| < 2^-50) or zero, along query 0's direction: the
+ * int8 screen bounds their dots by |q| |x| alone (s_x = 0), nearly tight here for query 0, at the
+ * shapes where the fused scan screens and compacts. */
+static void test_knn_tiny_vectors(void) {
+    const kcase cs[] = {
+        KC(.B = 3, .N = 60000, .D = 128, .k = 100, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_IP, .gen = K_TINY),
+        KC(.B = 2, .N = 60000, .D = 128, .k = 1000, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_L2, .gen = K_TINY,
+           .threads = 1),
+        KC(.B = 2, .N = 30000, .D = 96, .k = 50, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_COS, .gen = K_TINY),
+    };
+    run_kcases(cs, sizeof cs / sizeof cs[0]);
+}
+
 static void test_knn_denormal(void) {
     kcase c = KC(.B = 3, .N = 1000, .D = 32, .k = 40, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_IP, .gen = K_DENORM);
     knn_case(&c);
@@ -1927,7 +1944,7 @@ int main(int argc, char **argv) {
         T_ENTRY(test_select_k_edges),       T_ENTRY(test_knn_monotone),         T_ENTRY(test_knn_tied_threads),         T_ENTRY(test_knn_sample_misled),   T_ENTRY(test_knn_screens),
         T_ENTRY(test_knn_random),           T_ENTRY(test_knn_exact_grid_ties),  T_ENTRY(test_knn_bin_edges),
         T_ENTRY(test_knn_zero_vectors),
-        T_ENTRY(test_knn_flat_overflow),    T_ENTRY(test_knn_nonfinite),        T_ENTRY(test_knn_denormal),
+        T_ENTRY(test_knn_flat_overflow),    T_ENTRY(test_knn_nonfinite),        T_ENTRY(test_knn_denormal), T_ENTRY(test_knn_tiny_vectors),
         T_ENTRY(test_knn_k_edges),          T_ENTRY(test_indexer_random),       T_ENTRY(test_indexer_k_edges),
         T_ENTRY(test_indexer_all_equal),    T_ENTRY(test_indexer_flat_overflow), T_ENTRY(test_indexer_ties_boundary),
         T_ENTRY(test_indexer_monotone),     T_ENTRY(test_indexer_nonfinite),    T_ENTRY(test_indexer_nan_inputs),

@@ -28,7 +28,10 @@
  * E = (|q| + R_q) R_x + (R_q + g(n1) |q|) |x| + A, coefficients raised by (1 + 2^-16) to cover the
  * fp32 rounding of E, and V = fl(A + fl(|A| 2^-21 + E)) >= c (the 2^-21 also covers the last
  * addition). The scales stay in [2^-57, 2^44] (so A neither underflows nor overflows) because a
- * vector is screened only if m >= 2^-50 and |x|^2 <= 2^100; otherwise R = +inf and it always passes.
+ * vector is quantized only if m >= 2^-50 and |x|^2 <= 2^100. A base vector with m < 2^-50 (a zero
+ * vector among them) takes s_x = 0, x8 = 0: A = 0, R_x >= |x| (its measured norm), and the bound
+ * reduces to |q.x| <= |q| R_x, covered by the (|q| + R_q) R_x term; a norm above 2^100, inf or NaN
+ * has R = +inf and always passes (a query with s_q = 0 too).
  *
  * Predicted initial threshold (verified, so still exact). The sample has ms ~ 128 N/k entries
  * (clamped to a few % of the base), so about mu = ms k/N of them lie above the row's k-th best.
