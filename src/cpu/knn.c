@@ -339,11 +339,18 @@ static inline float own_edge(const ltkc_row *r) {
 
 static void push_exact_tile(const ltk_knn_args *a, const plan *p, const ltkc_kern *K, const shared *s, thr *x,
                             int nq, const float *X, int64_t ld, int64_t i0, int n, int gate) {
-    K->dots_block(s->Qf, p->Dp, nq, X, ld, n, p->D, x->sc, NT);
+    /* A tile of one vector repeated (bitwise) is scored once and its scores copied (the canonical
+     * dot does not depend on the block). Why: where the screen passes most pairs (ties at the
+     * edge) the scan takes this path for whole stretches, and an all-equal base scored every
+     * pair (screen_tile's runs, the measured figure). The check stops at the first difference. */
+    int one = n > 1;
+    for (int j = 1; j < n && one; j++) one = memcmp(X + j * ld, X, sizeof(float) * (size_t)p->D) == 0;
+    K->dots_block(s->Qf, p->Dp, nq, X, ld, one ? 1 : n, p->D, x->sc, NT);
     const float *xn = x->xa + 2 * NT, *sx = x->xa + 3 * NT;
     for (int i = 0; i < nq; i++) {
         float *row = x->sc + (size_t)i * NT;
-        for (int j = 0; j < n; j++) row[j] = transform(p->metric, row[j], s->qn[i], xn[j], s->sq[i], sx[j]);
+        const float d0 = row[0];
+        for (int j = 0; j < n; j++) row[j] = transform(p->metric, one ? d0 : row[j], s->qn[i], xn[j], s->sq[i], sx[j]);
         if (!gate) continue;
         ltkc_row *r = &x->rows[i];
         if (r->mode == LTKC_MODE_ALL) {
