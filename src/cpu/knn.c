@@ -106,6 +106,8 @@ typedef struct {
 typedef struct {
     float *Qf;        /* [QB][Dp] */
     uint32_t *Qp;     /* [QB][D2] */
+    uint32_t *Qp16;   /* [QB][D2] bf16 form where the int8 screen runs (its tiles of unquantizable vectors) */
+    float *qa16;      /* [QB][4] the bf16 screen's parameters beside the int8 ones */
     float *qn, *sq, *qa; /* [QB], [QB], [QB][qas] screening parameters */
     float *sample;    /* [QB][ms] */
     uint32_t *gedge;  /* [QB] best gate edge published by any thread (float bits) */
@@ -169,6 +171,8 @@ static size_t fused_layout(const plan *p, char *base, shared *sh, thr **thp) {
     s.qn = ltkc_take(&w, sizeof(float) * q);
     s.sq = ltkc_take(&w, sizeof(float) * q);
     s.qa = ltkc_take(&w, sizeof(float) * LTKC_QA8 * q);
+    s.Qp16 = ltkc_take(&w, p->screen8 ? sizeof(uint32_t) * (size_t)q * p->D2 : 0);
+    s.qa16 = ltkc_take(&w, p->screen8 ? sizeof(float) * 4 * q : 0);
     s.sample = ltkc_take(&w, sizeof(float) * (size_t)q * (size_t)(p->ms > 0 ? p->ms : 1));
     s.gedge = ltkc_take(&w, sizeof(uint32_t) * q);
     s.qi = ltkc_take(&w, sizeof(qinit) * q);
@@ -290,15 +294,18 @@ static void prepare_queries(const ltk_knn_args *a, const plan *p, const ltkc_ker
             qa[5] = s->sq[i];
             qa[6] = ltk_bits_f32((uint32_t)corr);
             qa[7] = 0.0f;
-        } else if (p->screen) {
-            K->knn_pack_query(q, p->D, s->Qp + (size_t)i * p->D2);
+        }
+        if (p->screen) { /* the bf16 screen: the plan's, or the int8 screen's for some tiles */
+            uint32_t *qp = p->screen8 ? s->Qp16 : s->Qp;
+            float *qa = (p->screen8 ? s->qa16 : s->qa) + 4 * i;
+            K->knn_pack_query(q, p->D, qp + (size_t)i * p->D2);
             double ub = 0x1p-8, D = p->D;
             double c = 2 * ub + ub * ub + gam(ceil(D / 16.0) + 4) + gam(D + 2) * (1 + ub) * (1 + ub);
             float nq_ = norm_bound(s->qn[i], p->D);
-            s->qa[4 * i + 0] = round_up(c * (1.0 + 0x1p-16) * (double)nq_);
-            s->qa[4 * i + 1] = round_up(0x1p-119 * (D + 4) * ((double)nq_ + 1.0));
-            s->qa[4 * i + 2] = s->qn[i];
-            s->qa[4 * i + 3] = s->sq[i];
+            qa[0] = round_up(c * (1.0 + 0x1p-16) * (double)nq_);
+            qa[1] = round_up(0x1p-119 * (D + 4) * ((double)nq_ + 1.0));
+            qa[2] = s->qn[i];
+            qa[3] = s->sq[i];
         }
     }
 }
@@ -374,7 +381,7 @@ static void prefetch_all(const ltkc_pf *f) {
 
 /* The tile is packed (x->packed) and its norms are in x->xa. Returns the number of pairs rescored. */
 static int screen_tile(const ltk_knn_args *a, const plan *p, const ltkc_kern *K, const shared *s, thr *x, int nq,
-                       const float *X, int64_t ld, int64_t i0, int n, const ltkc_pf *pf) {
+                       const float *X, int64_t ld, int64_t i0, int n, const ltkc_pf *pf, int int8) {
     int np = (n + 15) / 16, xs = np * 16;
     /* SoA over the padded width for the kernel: nx, ex, xn, sx */
     float *nx = x->sc, *ex = nx + xs, *xn2 = ex + xs, *sx2 = xn2 + xs; /* sc is free here */
@@ -389,7 +396,7 @@ static int screen_tile(const ltk_knn_args *a, const plan *p, const ltkc_kern *K,
         sx2[j] = j < n ? sx[j] : 0.0f;
     }
     for (int i = 0; i < nq; i++) x->edge[i] = own_edge(&x->rows[i]);
-    if (p->screen8) {
+    if (int8) {
         float *s8 = sx2 + xs, *rx = s8 + xs; /* int8: scale and residual norm bound */
         for (int j = 0; j < xs; j++) {
             s8[j] = j < n ? x->xa[j] : 0.0f;
@@ -397,7 +404,8 @@ static int screen_tile(const ltk_knn_args *a, const plan *p, const ltkc_kern *K,
         }
         K->knn8_screen(s->Qp, nq, x->packed, n, p->D, p->metric, s->qa, nx, x->edge, x->mask, MW, pf);
     } else {
-        K->knn_screen(s->Qp, nq, x->packed, n, p->D, p->metric, s->qa, nx, x->edge, x->mask, MW, pf);
+        K->knn_screen(p->screen8 ? s->Qp16 : s->Qp, nq, x->packed, n, p->D, p->metric, p->screen8 ? s->qa16 : s->qa,
+                      nx, x->edge, x->mask, MW, pf);
     }
     /* A tile whose pairs mostly pass (ties at the edge: no bound can drop a score equal to it) is
      * checked for runs of bitwise-equal vectors: such a vector's pair takes the score of the
@@ -537,12 +545,20 @@ static void fused_block(const ltk_knn_args *a, const ltk_exec *e, const plan *p,
             for (int i = 0; i < nq && screenable; i++)
                 if (x->rows[i].edge == -INFINITY) screenable = 0;
             if (screenable && use_screen >= 0) {
-                if (p->screen8) /* int8 tile, scales, residuals and the norms */
+                int int8 = p->screen8;
+                if (int8) { /* int8 tile, scales, residuals and the norms */
                     K->knn8_pack_tile(X, ld, n, p->D, x->packed, x->xa + 2 * NT, x->xa, x->xa + NT);
-                else /* bf16 tile and the norms */
+                    /* A vector too small to quantize (0 < max |x_i| < 2^-50, kern-avx512.c) has only
+                     * |q| |x| as its int8 bound, which rejects nothing: its tile takes the bf16 screen,
+                     * whose bound is relative to |q| |x| down to ~2^-112. Why: a base scaled by 1e-15
+                     * rescored every pair, 2.1-2.5x the clustered time (bench knn --dist scale-lo). */
+                    for (int j = 0; j < n && int8; j++)
+                        if (x->xa[j] == 0.0f && x->xa[2 * NT + j] > 0.0f && x->xa[2 * NT + j] <= 0x1p100f) int8 = 0;
+                }
+                if (!int8) /* bf16 tile and the norms */
                     K->knn_pack_tile(X, ld, n, p->D, x->packed, x->xa + 2 * NT);
                 for (int j = 0; j < n; j++) x->xa[3 * NT + j] = sqrtf(x->xa[2 * NT + j]);
-                int passed = screen_tile(a, p, K, s, x, nq, X, ld, i0, n, &pf);
+                int passed = screen_tile(a, p, K, s, x, nq, X, ld, i0, n, &pf, int8);
                 /* Many rescored pairs cost more than the plain fp32 tile: skip screening a while. */
                 if (passed * 4 > nq * n) use_screen = -8;
             } else {
@@ -639,6 +655,10 @@ static void move_slot(const plan *p, shared *s, int i, int j) {
     if (i == j) return;
     memcpy(s->Qf + (size_t)j * p->Dp, s->Qf + (size_t)i * p->Dp, sizeof(float) * (size_t)p->Dp);
     if (p->screen) memcpy(s->Qp + (size_t)j * p->qw, s->Qp + (size_t)i * p->qw, sizeof(uint32_t) * (size_t)p->qw);
+    if (p->screen8) {
+        memcpy(s->Qp16 + (size_t)j * p->D2, s->Qp16 + (size_t)i * p->D2, sizeof(uint32_t) * (size_t)p->D2);
+        memcpy(s->qa16 + 4 * j, s->qa16 + 4 * i, sizeof(float) * 4);
+    }
     memcpy(s->qa + (size_t)p->qas * j, s->qa + (size_t)p->qas * i, sizeof(float) * (size_t)p->qas);
     s->qn[j] = s->qn[i];
     s->sq[j] = s->sq[i];
