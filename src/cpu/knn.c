@@ -412,33 +412,45 @@ static int screen_tile(const ltk_knn_args *a, const plan *p, const ltkc_kern *K,
      * vector before it (the canonical dot and the metric map are functions of the bits), the rest
      * are rescored. Why: an all-equal base rescored every pair, the CPU kNN 2.0-2.5x its clustered
      * time (`litetopk bench knn --backend cpu --B 64 --N 200000 -k 128|1024 --dist equal
-     * --threads 1`); the check is a memcmp a vector, taken only where over a quarter pass. */
-    int npass = 0;
-    for (int i = 0; i < nq; i++)
-        for (int w = 0; w < MW; w++) npass += __builtin_popcountll(x->mask[(size_t)i * MW + w]);
-    uint8_t same[NT];
-    const int dedup = 4 * npass > nq * n;
-    if (dedup) {
-        same[0] = 0;
-        for (int j = 1; j < n; j++) same[j] = memcmp(X + j * ld, X + (j - 1) * ld, sizeof(float) * (size_t)p->D) == 0;
-    }
-    int np_ = 0, nu = 0;
+     * --threads 1`); the check is a memcmp a vector, taken only where over a quarter pass (counted
+     * from the pair list: a popcount of the masks first, a libgcc call a word here, cost normal
+     * rows 5%). */
+    int np_ = 0;
     for (int i = 0; i < nq; i++)
         for (int w = 0; w < MW; w++)
             for (uint64_t bits = x->mask[(size_t)i * MW + w]; bits; bits &= bits - 1) {
                 int j = w * 64 + __builtin_ctzll(bits);
-                /* the pair before is (i, j - 1): pj holds -1 - j for a pair that copies it */
-                const int dup = dedup && same[j] && np_ > 0 && x->pi[np_ - 1] == i &&
-                                (x->pj[np_ - 1] < 0 ? -1 - x->pj[np_ - 1] : x->pj[np_ - 1]) == j - 1;
+                x->pq[np_] = s->Qf + (size_t)i * p->Dp;
+                x->px[np_] = X + j * ld;
                 x->pi[np_] = i;
-                x->pj[np_] = dup ? -1 - j : j;
+                x->pj[np_] = j;
                 np_++;
-                if (!dup) {
-                    x->pq[nu] = s->Qf + (size_t)i * p->Dp;
-                    x->px[nu] = X + j * ld;
-                    nu++;
-                }
             }
+    if (4 * np_ <= nq * n) {
+        K->dots_pairs(x->pq, x->px, np_, p->D, x->pd);
+        for (int t = 0; t < np_; t++) {
+            int i = x->pi[t], j = x->pj[t];
+            float sc = transform(p->metric, x->pd[t], s->qn[i], xn[j], s->sq[i], sx[j]);
+            ltkc_row_push(&x->rows[i], sc, i0 + j, &x->tmp);
+        }
+        return np_;
+    }
+    uint8_t same[NT];
+    same[0] = 0;
+    for (int j = 1; j < n; j++) same[j] = memcmp(X + j * ld, X + (j - 1) * ld, sizeof(float) * (size_t)p->D) == 0;
+    /* a pair (i, j) after (i, j - 1) with vector j equal to j - 1 copies its score: pj = -1 - j;
+     * the others keep their place in the first nu entries of pq / px */
+    int nu = 0;
+    for (int t = 0; t < np_; t++) {
+        const int i = x->pi[t], j = x->pj[t];
+        if (same[j] && t > 0 && x->pi[t - 1] == i && (x->pj[t - 1] < 0 ? -1 - x->pj[t - 1] : x->pj[t - 1]) == j - 1) {
+            x->pj[t] = -1 - j;
+        } else {
+            x->pq[nu] = x->pq[t];
+            x->px[nu] = x->px[t];
+            nu++;
+        }
+    }
     K->dots_pairs(x->pq, x->px, nu, p->D, x->pd);
     float sc = 0.0f;
     for (int t = 0, u = 0; t < np_; t++) {
