@@ -1727,9 +1727,10 @@ static void test_knn_screens(void) {
     ltk_tune_set(&t);
 }
 
-/* Base vectors too small to quantize (max |x_i| < 2^-50) or zero, along query 0's direction: the
- * int8 screen bounds their dots by |q| |x| alone (s_x = 0), nearly tight here for query 0, at the
- * shapes where the fused scan screens and compacts. */
+/* Base vectors too small to quantize (max |x_i| < 2^-50) or zero, along query 0's direction, at the
+ * shapes where the fused scan screens and compacts: a zero vector is screened in int8 with its
+ * measured norm as the residual (s_x = 0), a tile holding a tiny nonzero one takes the bf16 screen
+ * (knn.c), whose bound is nearly tight here for query 0. */
 static void test_knn_tiny_vectors(void) {
     const kcase cs[] = {
         KC(.B = 3, .N = 60000, .D = 128, .k = 100, .dt = LTK_DTYPE_F32, .metric = LTK_METRIC_IP, .gen = K_TINY),

@@ -765,7 +765,8 @@ T512VN static void k8_pack_tile_s(const float *X, int64_t ldx, int nx, int D, ui
          * zero vector an exact rescore, the CPU kNN 2.5x slower where 9 rows in 10 are zero
          * (`litetopk bench knn --backend cpu --B 64 --N 200000 -k 128 --dist zero --threads 1`:
          * 55.4-56.3 ms against 22.0-22.2 on clustered rows). Off (+inf) only for a norm above
-         * 2^100, inf or NaN. (The indexer screens a key only where its scale is > 0.) */
+         * 2^100, inf or NaN. (The kNN screens a tile holding a nonzero such vector in bf16 instead;
+         * the indexer screens a key only where its scale is > 0.) */
         for (int l = 0; l < nv; l++) {
             xs[p * 16 + l] = sc[l];
             xr2[p * 16 + l] = xn[p * 16 + l] <= 0x1p100f ? _mm512_reduce_add_ps(_mm512_load_ps(r2 + 16 * l)) : INFINITY;

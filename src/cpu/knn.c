@@ -349,7 +349,9 @@ static void push_exact_tile(const ltk_knn_args *a, const plan *p, const ltkc_ker
     /* A tile of one vector repeated (bitwise) is scored once and its scores copied (the canonical
      * dot does not depend on the block). Why: where the screen passes most pairs (ties at the
      * edge) the scan takes this path for whole stretches, and an all-equal base scored every
-     * pair (screen_tile's runs, the measured figure). The check stops at the first difference. */
+     * pair: 55-56 ms against 22-23 on clustered rows (`litetopk bench knn --backend cpu --B 64
+     * --N 200000 -k 128 --dist equal --threads 1`; 22-24 ms now). The check stops at the first
+     * difference. */
     int one = n > 1;
     for (int j = 1; j < n && one; j++) one = memcmp(X + j * ld, X, sizeof(float) * (size_t)p->D) == 0;
     K->dots_block(s->Qf, p->Dp, nq, X, ld, one ? 1 : n, p->D, x->sc, NT);
