@@ -1,10 +1,11 @@
-/* The CPU indexer's int8 screen (src/cpu/indexer.c) against the exact kernel, key by key: the
+/* The CPU int8 screens (the indexer's, src/cpu/indexer.c, and the kNN's, src/cpu/knn.c) against the
+ * exact kernels, key by key (pair by pair): the
  * screen may drop a key only if its canonical score is below the edge, so with the edge set to the
  * key's own exact score every key must survive. The end-to-end tests (test-backends) cannot see a
  * bound that is too small by a constant factor, because on ordinary inputs the int8 error is a small
  * part of the bound; here the query heads are aligned with one key's quantisation residual, which
  * makes the first term of the bound (|q| R_k) nearly tight for that key. Skipped without AVX-512
- * VNNI (the screen is then never used). */
+ * VNNI (the screens are then never used). */
 #include "harness.h"
 
 #include "../src/cpu/cpu-impl.h"
@@ -169,11 +170,135 @@ static void screen_special_values(void) {
     CHECK(screened > 500, "only %d keys screened", screened);
 }
 
+/* ---- kNN int8 screen ---------------------------------------------------------------------------- */
+
+/* The canonical rank score of knn.c (transform) from the kernel table's canonical dot and norms. */
+static float knn_exact(const ltkc_kern *K, int metric, const float *q, const float *x, int D, float qn, float xn) {
+    const float *pq[1] = {q}, *px[1] = {x};
+    float d;
+    K->dots_pairs(pq, px, 1, D, &d);
+    float s;
+    if (metric == LTK_METRIC_IP) s = d;
+    else if (metric == LTK_METRIC_L2) s = -fmaf(-2.0f, d, qn + xn);
+    else s = (qn == 0.0f || xn == 0.0f) ? 0.0f : d / (sqrtf(qn) * sqrtf(xn));
+    return s;
+}
+
+/* nq queries against n <= 64 vectors X [n][D]: for each pair, the screen at edge = the pair's own
+ * exact score must pass it. Returns the pairs screened (vectors with a scale, queries not off). */
+static int knn_check(const float *Q, int nq, const float *X, int n, int D, int metric) {
+    const ltkc_kern *K = ltkc_kernels();
+    const int D4 = (D + 3) / 4, xs = (n + 15) / 16 * 16;
+    uint32_t *q4 = calloc((size_t)nq * D4, 4), *packed = calloc((size_t)xs * D4, 4);
+    float *qa = calloc((size_t)nq * LTKC_QA8, 4), *qn = calloc((size_t)nq, 4), xn[64], s8[64], xr2[64];
+    float soa[6 * 64], edge[8];
+    K->knn8_pack_tile(X, D, n, D, packed, xn, s8, xr2);
+    ltkc_knn_tile_params(D, n, xn, s8, xr2, soa);
+    for (int i = 0; i < nq; i++) {
+        const float *pq[1] = {Q + (size_t)i * D};
+        K->dots_pairs(pq, pq, 1, D, &qn[i]);
+        ltkc_knn8_query(K, Q + (size_t)i * D, D, qn[i], q4 + (size_t)i * D4, qa + (size_t)i * LTKC_QA8);
+    }
+    int screened = 0;
+    for (int i = 0; i < nq; i++)
+        for (int j = 0; j < n; j++) {
+            float e = knn_exact(K, metric, Q + (size_t)i * D, X + (size_t)j * D, D, qn[i], xn[j]);
+            if (!(fabsf(e) < INFINITY)) continue; /* NaN never passes a gate; an infinite score is never cut */
+            uint64_t mask[8];
+            for (int t = 0; t < nq; t++) edge[t] = t == i ? e : INFINITY;
+            K->knn8_screen(q4, nq, packed, n, D, metric, qa, soa, edge, mask, 1, NULL);
+            if (!CHECK((mask[i] >> j) & 1, "metric %d D %d pair (%d, %d) dropped: exact %.9g, |x| %g, s_x %g, R_x %g, s_q %g",
+                       metric, D, i, j, e, sqrt(xn[j]), s8[j], sqrt(xr2[j]), qa[(size_t)i * LTKC_QA8]))
+                break;
+            if (s8[j] > 0.0f && qa[(size_t)i * LTKC_QA8] > 0.0f) screened++;
+        }
+    free(q4), free(packed), free(qa), free(qn);
+    return screened;
+}
+
+static int knn_screen_available(void) {
+    const ltkc_kern *K = ltkc_kernels();
+    if (K->knn8_screen && K->knn8_pack_tile && K->knn8_pack_query && ltkc_cpu_vnni()) return 1;
+    printf("    skipped: no AVX-512 VNNI kernels on this CPU (the kNN int8 screen is never used)\n");
+    return 0;
+}
+
+/* Query 0 points along vector j0's int8 residual r = x - s x8 (s = fl(m / 127), as the pack), on
+ * a grid its own int8 form represents exactly (R_q = 0), so q.x - A ~ |q| |r|: the bound's first
+ * term at equality; query 1 along x_j0 on such a grid (A ~ |q| |x|: the relative terms); the
+ * others are random; query scales down to 2^-63. Vectors at magnitudes 2^e over the quantised range
+ * and past its ends (tiny vectors take s = 0; a norm above 2^100 switches the screen off). A bound
+ * short by a few percent in its residual term drops (0, j0). */
+static void knn_screen_aligned_residual(void) {
+    if (!knn_screen_available()) return;
+    static const int exps[] = {0, 0, -20, -45, -50, -55, -58, -60, -61, -65, -70, -75, -90, 20, 48};
+    int screened = 0;
+    for (int it = 0; it < 240; it++) {
+        const int D = (int)(4 * rng_range(4, 64)) - (int)rng_below(4), n = (int)rng_range(1, 64);
+        const int nq = (int)rng_range(1, 8), metric = (int)rng_below(3);
+        const int e = exps[rng_below(sizeof exps / sizeof exps[0])], j0 = (int)rng_below(n);
+        float *X = malloc(sizeof(float) * (size_t)n * D), *Q = malloc(sizeof(float) * (size_t)nq * D);
+        for (int j = 0; j < n; j++) {
+            const double sig = ldexp(exp(0.5 * rng_normal()), e - 3);
+            for (int d = 0; d < D; d++) X[(size_t)j * D + d] = (float)(rng_normal() * sig);
+        }
+        for (int i = 0; i < nq * D; i++) Q[i] = (float)(rng_normal() * ldexp(1.0, (int)rng_range(-40, 8)));
+        const float *x = X + (size_t)j0 * D;
+        float m = 0.0f, r[256], rm = 0.0f;
+        for (int d = 0; d < D; d++) m = fmaxf(m, fabsf(x[d]));
+        const float s = m / 127.0f, inv = 127.0f / m;
+        for (int d = 0; d < D; d++) {
+            r[d] = fmaf(-s, rintf(x[d] * inv), x[d]);
+            rm = fmaxf(rm, fabsf(r[d]));
+        }
+        if (rm > 0.0f && m > 0.0f) {
+            const float qs = ldexpf(1.0f, (int)rng_range(-56, 10)) / 127.0f; /* then s_q = qs exactly */
+            for (int d = 0; d < D; d++) Q[d] = qs * rintf(127.0f * r[d] / rm);
+            /* query 1 along x itself (A ~ |q| |x|): the product s_q s_x must keep its relative accuracy */
+            if (nq > 1)
+                for (int d = 0; d < D; d++) Q[D + d] = qs * rintf(127.0f * x[d] / m);
+        }
+        screened += knn_check(Q, nq, X, n, D, metric);
+        free(X), free(Q);
+        if (T_FAILURES()) break;
+    }
+    CHECK(screened > 10000, "only %d pairs screened", screened);
+}
+
+/* Zero, tiny and huge vectors, inf and NaN entries, zero queries: nothing that scores at the edge
+ * may be dropped. */
+static void knn_screen_special_values(void) {
+    if (!knn_screen_available()) return;
+    int screened = 0;
+    for (int it = 0; it < 120; it++) {
+        const int D = (int)rng_range(1, 200), n = (int)rng_range(1, 64), nq = (int)rng_range(1, 8);
+        float *X = malloc(sizeof(float) * (size_t)n * D), *Q = malloc(sizeof(float) * (size_t)nq * D);
+        for (int j = 0; j < n; j++) {
+            const int64_t kind = rng_below(8);
+            const double sig = kind == 0 ? 0.0 : kind == 1 ? 0x1p-62 : kind == 2 ? 0x1p-56 : kind == 3 ? 0x1p47 : 1.0;
+            for (int d = 0; d < D; d++) X[(size_t)j * D + d] = (float)(rng_normal() * sig);
+            if (kind == 4) X[(size_t)j * D + rng_below(D)] = rng_below(2) ? INFINITY : NAN;
+            if (kind == 5) X[(size_t)j * D + rng_below(D)] = 0x1p-60f; /* one tiny coordinate, the rest 0 */
+            if (kind == 5) for (int d = 0; d < D; d++) X[(size_t)j * D + d] *= (float)(d == 0);
+        }
+        for (int i = 0; i < nq; i++) {
+            const double sig = rng_below(6) == 0 ? 0.0 : ldexp(1.0, (int)rng_range(-52, 10));
+            for (int d = 0; d < D; d++) Q[(size_t)i * D + d] = (float)(rng_normal() * sig);
+        }
+        screened += knn_check(Q, nq, X, n, D, (int)rng_below(3));
+        free(X), free(Q);
+        if (T_FAILURES()) break;
+    }
+    CHECK(screened > 2000, "only %d pairs screened", screened);
+}
+
 int main(int argc, char **argv) {
     static const t_test tests[] = {
         T_ENTRY(screen_random),
         T_ENTRY(screen_aligned_residual),
         T_ENTRY(screen_special_values),
+        T_ENTRY(knn_screen_aligned_residual),
+        T_ENTRY(knn_screen_special_values),
     };
     return T_RUN_ALL(tests);
 }

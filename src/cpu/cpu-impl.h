@@ -151,6 +151,10 @@ int ltkc_idx8_row(const ltkc_kern *K, const uint8_t *q, const float *w, int H, i
 void ltkc_idx8_keys(const ltkc_kern *K, const uint8_t *kv, int64_t stride, const float *kv_scale, int64_t s0, int n,
                     int D, float *xf, uint32_t *tile8, float *kxn, float *kxs, float *kxr2, float *kb);
 int ltkc_cpu_vnni(void); /* AVX-512 VNNI present (the knn8 entries may run) */
+/* The kNN screens' parameters (knn.c; also called by tests/test-cpu-screen.c): one query's int8
+ * form and LTKC_QA8 floats, and a tile's per-vector SoA [4 or 6][n rounded up to 16]. */
+void ltkc_knn8_query(const ltkc_kern *K, const float *q, int D, float qn, uint32_t *q4, float *qa);
+void ltkc_knn_tile_params(int D, int n, const float *xn, const float *s8, const float *xr2, float *soa);
 #define LTKC_QA8 8       /* floats per query of the int8 screen: s_q, a1, a2, qa3, qn, sqrt(qn), corr bits, 0 */
 extern const ltkc_kern ltkc_kern_scalar;
 #if defined(__x86_64__) || defined(__i386__)

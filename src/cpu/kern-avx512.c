@@ -617,8 +617,9 @@ int ltkc_cpu_vnni(void) {
 
 /* int8 form of a vector x (knn.c has the bound): with m = max |x_i| and the scale s = fl(m / 127),
  * x8_i = RNE(fl(x_i * fl(127 / m))) (|x8_i| <= 127: |x_i 127/m| (1+u)^2 < 127.5), the residual
- * dx_i = fl(x_i - s x8_i) and r2 = the sum of dx_i^2. A vector is "off" (s = 0, r2 = +inf: never
- * screened out) unless m >= 2^-50 and its squared norm is <= 2^100 (so finite, no NaN). */
+ * dx_i = fl(x_i - s x8_i) and r2 = the sum of dx_i^2. A vector is quantised only if m >= mmin
+ * (2^-50 for queries and indexer keys, 2^-60 for kNN vectors) and its squared norm is <= 2^100 (so
+ * finite, no NaN); otherwise s = 0 (see k8_pack_tile_s for r2). */
 T512VN static inline __m512i q8_chunk(__m512 f, __m512 inv, __m512 sc, __m512 *r2) {
     __m512i xi = _mm512_cvt_roundps_epi32(_mm512_mul_ps(f, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 dx = _mm512_fnmadd_ps(sc, _mm512_cvtepi32_ps(xi), f);
@@ -626,7 +627,7 @@ T512VN static inline __m512i q8_chunk(__m512 f, __m512 inv, __m512 sc, __m512 *r
     return xi;
 }
 
-/* The scale of a vector with max |x_i| = m (m >= 2^-50, finite): fl(m / 127), or with pow2 the
+/* The scale of a vector with max |x_i| = m (m >= 2^-60, finite): fl(m / 127), or with pow2 the
  * power of two at or above it. Why pow2 for e4m3 data: its values sit on power-of-two grids, so a
  * power-of-two scale represents the top binades exactly; the measured residual R drops by ~30%
  * (T=256 S=64K DSA inputs: R/|x| 0.0064 -> 0.0046) although the step may be up to 2x coarser. */
@@ -646,7 +647,7 @@ T512VN static inline void q8_pick(float m, int pow2, float *inv, float *sc) {
 }
 
 /* Pass 1 of one vector: canonical squared norm (dot1 chunks and tree) and the scale. */
-T512VN static inline float q8_scale(const float *x, int D, float *inv, float *sc, int pow2) {
+T512VN static inline float q8_scale(const float *x, int D, float *inv, float *sc, int pow2, float mmin) {
     const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     __m512 acc = _mm512_setzero_ps(), mx = acc;
     int c = 0;
@@ -661,13 +662,14 @@ T512VN static inline float q8_scale(const float *x, int D, float *inv, float *sc
         mx = _mm512_max_ps(mx, _mm512_and_ps(a, absm));
     }
     float n2 = reduce1(acc), m = _mm512_reduce_max_ps(mx);
-    if (n2 <= 0x1p100f && m >= 0x1p-50f) q8_pick(m, pow2, inv, sc);
+    if (n2 <= 0x1p100f && m >= mmin) q8_pick(m, pow2, inv, sc);
     else *inv = *sc = 0.0f;
     return n2;
 }
 
 /* q8_scale of 8 vectors x + l ldx at once (the same per-vector operations). */
-T512VN static inline void q8_scale8(const float *x, int64_t ldx, int D, float *inv, float *sc, float *xn, int pow2) {
+T512VN static inline void q8_scale8(const float *x, int64_t ldx, int D, float *inv, float *sc, float *xn, int pow2,
+                                     float mmin) {
     const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     __m512 acc[8], mx[8];
     for (int l = 0; l < 8; l++) acc[l] = mx[l] = _mm512_setzero_ps();
@@ -689,7 +691,7 @@ T512VN static inline void q8_scale8(const float *x, int64_t ldx, int D, float *i
     for (int l = 0; l < 8; l++) {
         float n2 = reduce1(acc[l]), m = _mm512_reduce_max_ps(mx[l]);
         xn[l] = n2;
-        if (n2 <= 0x1p100f && m >= 0x1p-50f) q8_pick(m, pow2, &inv[l], &sc[l]);
+        if (n2 <= 0x1p100f && m >= mmin) q8_pick(m, pow2, &inv[l], &sc[l]);
         else inv[l] = sc[l] = 0.0f;
     }
 }
@@ -700,6 +702,9 @@ T512VN static inline void q8_scale8(const float *x, int64_t ldx, int D, float *i
 T512VN static void k8_pack_tile_s(const float *X, int64_t ldx, int nx, int D, uint32_t *packed, float *xn, float *xs,
                                   float *xr2, int pow2) {
     int D4 = (D + 3) / 4, np = (nx + 15) / 16;
+    /* The smallest max |x_i| quantised: 2^-60 for kNN vectors (so s_x >= 2^-67, and with a query's
+     * s_q >= 2^-57 the product s_q s_x >= 2^-124 stays normal: knn.c), 2^-50 for the indexer's keys. */
+    const float mmin = pow2 ? 0x1p-50f : 0x1p-60f;
     float inv[16], sc[16];
     float r2[16 * 16] __attribute__((aligned(64)));
     const __m512i flip = _mm512_set1_epi8((char)0x80);
@@ -708,10 +713,10 @@ T512VN static void k8_pack_tile_s(const float *X, int64_t ldx, int nx, int D, ui
         int nv = nx - p * 16 < 16 ? nx - p * 16 : 16;
         int l0 = 0;
         if (nv == 16) /* 8 vectors at a time: 16 independent FMA/max chains instead of 2 */
-            for (; l0 < 16; l0 += 8) q8_scale8(xp + l0 * ldx, ldx, D, inv + l0, sc + l0, xn + p * 16 + l0, pow2);
+            for (; l0 < 16; l0 += 8) q8_scale8(xp + l0 * ldx, ldx, D, inv + l0, sc + l0, xn + p * 16 + l0, pow2, mmin);
         for (int l = l0; l < 16; l++) {
             inv[l] = sc[l] = 0.0f;
-            if (l < nv) xn[p * 16 + l] = q8_scale(xp + l * ldx, D, &inv[l], &sc[l], pow2);
+            if (l < nv) xn[p * 16 + l] = q8_scale(xp + l * ldx, D, &inv[l], &sc[l], pow2, mmin);
         }
         memset(r2, 0, sizeof r2);
         for (int j0 = 0; j0 < D4; j0 += 16) {
@@ -759,9 +764,9 @@ T512VN static void k8_pack_tile_s(const float *X, int64_t ldx, int nx, int D, ui
             int nj = D4 - j0 < 16 ? D4 - j0 : 16;
             for (int m = 0; m < nj; m++) _mm512_storeu_si512((void *)(packed + ((size_t)p * D4 + j0 + m) * 16), r[m]);
         }
-        /* A vector with m < 2^-50 (a zero vector among them) has s = 0 and x8 = 0, so dx = x and r2
+        /* A vector with m < mmin (a zero vector among them) has s = 0 and x8 = 0, so dx = x and r2
          * its measured squared norm: knn.c's bound then reduces to |q.x| <= |q| R_x, still valid, and
-         * a zero vector (R_x ~ 2^-50) is screened out. Why: "off" (r2 = +inf) made every pair of a
+         * a zero vector (R_x ~ 2^-63) is screened out. Why: "off" (r2 = +inf) made every pair of a
          * zero vector an exact rescore, the CPU kNN 2.5x slower where 9 rows in 10 are zero
          * (`litetopk bench knn --backend cpu --B 64 --N 200000 -k 128 --dist zero --threads 1`:
          * 55.4-56.3 ms against 22.0-22.2 on clustered rows). Off (+inf) only for a norm above
@@ -779,7 +784,7 @@ T512VN static void k8_pack_tile_s(const float *X, int64_t ldx, int nx, int D, ui
 T512VN static void k8_pack_query_s(const float *q, int D, uint32_t *q4, float *out, int32_t *corr, int pow2) {
     int D4 = (D + 3) / 4;
     float inv, sc;
-    q8_scale(q, D, &inv, &sc, pow2);
+    q8_scale(q, D, &inv, &sc, pow2, 0x1p-50f); /* queries: s_q >= 2^-57 */
     __m512 vi = _mm512_set1_ps(inv), vs = _mm512_set1_ps(sc), acc = _mm512_setzero_ps();
     __m512i sum = _mm512_setzero_si512();
     for (int d0 = 0; d0 < 4 * D4; d0 += 16) {

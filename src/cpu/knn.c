@@ -27,8 +27,12 @@
  * |q.x - A| <= |q| R_x + R_q (|x| + R_x) + 2^-22 |A|, and |c - q.x| <= g(n1) |q||x| + A as above.
  * E = (|q| + R_q) R_x + (R_q + g(n1) |q|) |x| + A, coefficients raised by (1 + 2^-16) to cover the
  * fp32 rounding of E, and V = fl(A + fl(|A| 2^-21 + E)) >= c (the 2^-21 also covers the last
- * addition). The scales stay in [2^-57, 2^44] (so A neither underflows nor overflows) because a
- * vector is quantized only if m >= 2^-50 and |x|^2 <= 2^100. A base vector with m < 2^-50 (a zero
+ * addition). A query is quantized only if m >= 2^-50, a base vector only if m >= 2^-60, both only
+ * if |x|^2 <= 2^100: so s_q is in [2^-57, 2^44], s_x in [2^-67, 2^44], and s_q s_x >= 2^-124 and A
+ * (0 or >= s_q s_x) stay normal, neither underflowing nor overflowing. The squared norms and residual
+ * sums behind |q|, |x|, R_q, R_x may run through denormals at these sizes: each of their (D + 20)
+ * roundings adds at most 2^-150 absolute (<= 2^-134 for D <= 65536), covered by the 2^-126 floor
+ * of norm_bound. A base vector with m < 2^-60 (a zero
  * vector among them) takes s_x = 0, x8 = 0: A = 0, R_x >= |x| (its measured norm), and the bound
  * reduces to |q.x| <= |q| R_x, covered by the (|q| + R_q) R_x term; a norm above 2^100, inf or NaN
  * has R = +inf and always passes (a query with s_q = 0 too).
@@ -252,18 +256,59 @@ static void tile_norms(const ltkc_kern *K, const float *X, int64_t ld, int n, in
 }
 
 /* Upper bound of the true 2-norm from the canonical squared norm n2: the canonical sum has
- * relative error <= g(n1) < 2.5e-4 for D <= 65536 (all terms >= 0) plus < 2^-132 absolute from
- * denormals; 2^-9 and 2^-100 cover both, and 1 + 2^-16 covers the roundings of this expression. */
+ * relative error <= g(n1) < 2.5e-4 for D <= 65536 (all terms >= 0) plus <= 2^-134 absolute from
+ * denormals ((D + 20) roundings of <= 2^-150 each); 2^-9 and 2^-126 cover both (2^-126, the smallest
+ * normal float, so that the floor survives a denormals-are-zero mode), and 1 + 2^-16 covers the
+ * roundings of this expression. Why not a larger floor: it is |x|'s and R_x's bound for tiny vectors
+ * (2^-100 made R_x >= 2^-50, which rejected nothing on a base scaled by 1e-15). */
 static inline float norm_bound(float n2, int D) {
     (void)D;
     if (!(n2 <= 0x1p120f)) return INFINITY; /* NaN, inf or too large: no screening */
-    return sqrtf(n2 * (1.0f + 0x1p-9f) + 0x1p-100f) * (1.0f + 0x1p-16f);
+    return sqrtf(n2 * (1.0f + 0x1p-9f) + 0x1p-126f) * (1.0f + 0x1p-16f);
 }
 
 static float round_up(double v) {
     float f = (float)v;
     if ((double)f < v) f = nextafterf(f, INFINITY);
     return f;
+}
+
+/* The int8 screen's parameters of one query q (D floats, canonical squared norm qn): q8 packed into
+ * q4 and qa[LTKC_QA8] = s_q, a1, a2, qa3, qn, sqrt(qn), corr bits, 0 (the header comment's E). Also
+ * called by tests/test-cpu-screen.c, which checks the bound pair by pair. */
+void ltkc_knn8_query(const ltkc_kern *K, const float *q, int D, float qn, uint32_t *q4, float *qa) {
+    float o[2];
+    int32_t corr;
+    K->knn8_pack_query(q, D, q4, o, &corr);
+    double Dd = D, nq_ = norm_bound(qn, D), rq = norm_bound(o[1], D);
+    int off = !(o[0] > 0.0f); /* then E = +inf: nothing screened out */
+    qa[0] = o[0];
+    qa[1] = off ? INFINITY : round_up((nq_ + rq) * (1.0 + 0x1p-16));
+    qa[2] = off ? INFINITY : round_up((rq + gam(ceil(Dd / 16.0) + 4) * nq_) * (1.0 + 0x1p-16));
+    qa[3] = round_up(0x1p-119 * (Dd + 4) * (nq_ + 1.0));
+    qa[4] = qn;
+    qa[5] = sqrtf(qn);
+    qa[6] = ltk_bits_f32((uint32_t)corr);
+    qa[7] = 0.0f;
+}
+
+/* A screened tile's per-vector parameters, SoA over xs = n rounded up to 16: nx (norm bound), ex (its
+ * denormal term), xn, sqrt(xn) and, for the int8 screen (s8, xr2 non-NULL: the pack's scales and
+ * residual sums of squares), s_x and rx (residual norm bound). Also called by test-cpu-screen.c. */
+void ltkc_knn_tile_params(int D, int n, const float *xn, const float *s8, const float *xr2, float *soa) {
+    const int xs = (n + 15) / 16 * 16;
+    const float cex = round_up(0x1p-119 * (D + 4)); /* 2x the derived constant: covers this product's rounding */
+    for (int j = 0; j < xs; j++) {
+        float v = j < n ? xn[j] : 0.0f, b = norm_bound(v, D);
+        soa[j] = b;
+        soa[xs + j] = cex * b;
+        soa[2 * xs + j] = v;
+        soa[3 * xs + j] = sqrtf(v);
+        if (s8) {
+            soa[4 * xs + j] = j < n ? s8[j] : 0.0f;
+            soa[5 * xs + j] = j < n ? norm_bound(xr2[j], D) : INFINITY;
+        }
+    }
 }
 
 static void prepare_queries(const ltk_knn_args *a, const plan *p, const ltkc_kern *K, int64_t b0, int nq,
@@ -279,22 +324,7 @@ static void prepare_queries(const ltk_knn_args *a, const plan *p, const ltkc_ker
         const float *pp[1] = {q};
         K->dots_pairs(pp, pp, 1, p->D, &s->qn[i]);
         s->sq[i] = sqrtf(s->qn[i]);
-        if (p->screen8) {
-            float o[2];
-            int32_t corr;
-            K->knn8_pack_query(q, p->D, s->Qp + (size_t)i * p->qw, o, &corr);
-            double D = p->D, nq_ = norm_bound(s->qn[i], p->D), rq = norm_bound(o[1], p->D);
-            int off = !(o[0] > 0.0f); /* then E = +inf: nothing screened out */
-            float *qa = s->qa + (size_t)LTKC_QA8 * i;
-            qa[0] = o[0];
-            qa[1] = off ? INFINITY : round_up((nq_ + rq) * (1.0 + 0x1p-16));
-            qa[2] = off ? INFINITY : round_up((rq + gam(ceil(D / 16.0) + 4) * nq_) * (1.0 + 0x1p-16));
-            qa[3] = round_up(0x1p-119 * (D + 4) * (nq_ + 1.0));
-            qa[4] = s->qn[i];
-            qa[5] = s->sq[i];
-            qa[6] = ltk_bits_f32((uint32_t)corr);
-            qa[7] = 0.0f;
-        }
+        if (p->screen8) ltkc_knn8_query(K, q, p->D, s->qn[i], s->Qp + (size_t)i * p->qw, s->qa + (size_t)LTKC_QA8 * i);
         if (p->screen) { /* the bf16 screen: the plan's, or the int8 screen's for some tiles */
             uint32_t *qp = p->screen8 ? s->Qp16 : s->Qp;
             float *qa = (p->screen8 ? s->qa16 : s->qa) + 4 * i;
@@ -384,31 +414,15 @@ static void prefetch_all(const ltkc_pf *f) {
 /* The tile is packed (x->packed) and its norms are in x->xa. Returns the number of pairs rescored. */
 static int screen_tile(const ltk_knn_args *a, const plan *p, const ltkc_kern *K, const shared *s, thr *x, int nq,
                        const float *X, int64_t ld, int64_t i0, int n, const ltkc_pf *pf, int int8) {
-    int np = (n + 15) / 16, xs = np * 16;
-    /* SoA over the padded width for the kernel: nx, ex, xn, sx */
-    float *nx = x->sc, *ex = nx + xs, *xn2 = ex + xs, *sx2 = xn2 + xs; /* sc is free here */
+    float *soa = x->sc; /* free here */
+    ltkc_knn_tile_params(p->D, n, x->xa + 2 * NT, int8 ? x->xa : NULL, int8 ? x->xa + NT : NULL, soa);
     const float *xn = x->xa + 2 * NT, *sx = x->xa + 3 * NT;
-    const float cex = round_up(0x1p-119 * (p->D + 4)); /* 2x the derived constant: covers this product's rounding */
-    for (int j = 0; j < xs; j++) {
-        float v = j < n ? xn[j] : 0.0f;
-        float b = norm_bound(v, p->D);
-        nx[j] = b;
-        ex[j] = cex * b;
-        xn2[j] = v;
-        sx2[j] = j < n ? sx[j] : 0.0f;
-    }
     for (int i = 0; i < nq; i++) x->edge[i] = own_edge(&x->rows[i]);
-    if (int8) {
-        float *s8 = sx2 + xs, *rx = s8 + xs; /* int8: scale and residual norm bound */
-        for (int j = 0; j < xs; j++) {
-            s8[j] = j < n ? x->xa[j] : 0.0f;
-            rx[j] = j < n ? norm_bound(x->xa[NT + j], p->D) : INFINITY;
-        }
-        K->knn8_screen(s->Qp, nq, x->packed, n, p->D, p->metric, s->qa, nx, x->edge, x->mask, MW, pf);
-    } else {
+    if (int8)
+        K->knn8_screen(s->Qp, nq, x->packed, n, p->D, p->metric, s->qa, soa, x->edge, x->mask, MW, pf);
+    else
         K->knn_screen(p->screen8 ? s->Qp16 : s->Qp, nq, x->packed, n, p->D, p->metric, p->screen8 ? s->qa16 : s->qa,
-                      nx, x->edge, x->mask, MW, pf);
-    }
+                      soa, x->edge, x->mask, MW, pf);
     /* A tile whose pairs mostly pass (ties at the edge: no bound can drop a score equal to it) is
      * checked for runs of bitwise-equal vectors: such a vector's pair takes the score of the
      * vector before it (the canonical dot and the metric map are functions of the bits), the rest
@@ -562,7 +576,7 @@ static void fused_block(const ltk_knn_args *a, const ltk_exec *e, const plan *p,
                 int int8 = p->screen8;
                 if (int8) { /* int8 tile, scales, residuals and the norms */
                     K->knn8_pack_tile(X, ld, n, p->D, x->packed, x->xa + 2 * NT, x->xa, x->xa + NT);
-                    /* A vector too small to quantize (0 < max |x_i| < 2^-50, kern-avx512.c) has only
+                    /* A vector too small to quantize (0 < max |x_i| < 2^-60, kern-avx512.c) has only
                      * |q| |x| as its int8 bound, which rejects nothing: its tile takes the bf16 screen,
                      * whose bound is relative to |q| |x| down to ~2^-112. Why: a base scaled by 1e-15
                      * rescored every pair, 2.1-2.5x the clustered time (bench knn --dist scale-lo). */
