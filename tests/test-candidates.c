@@ -363,6 +363,96 @@ static void test_cpu_e4m3_is_indexer(void) {
     free(s1), free(s2), free(s3), free(obs), free(alls);
 }
 
+/* The CPU's fused publication alone (ltk_blocks_topk with k = 0) on e4m3 keys is screened
+ * (candidates.c blocks_group: keys whose int8 bound is below a lower bound of the k-th best block
+ * maximum are never scored); its blocks and scores must equal the exact path's (materialize) bit
+ * for bit. Rows long enough for the screen (more blocks than published), block sizes that do and
+ * do not divide a 64-key tile, every flag, and inputs that defeat it: duplicated keys (tied block
+ * maxima), every key equal, a zero plateau (+0 and -0 scores under few positive ones), keys with
+ * NaN, inf or zero scales, all-zero keys, a row shorter than its published blocks, and rows whose
+ * strided sample sees only their best blocks (the prediction too high: the proof must catch it). */
+static void test_cpu_screened_publication(void) {
+    enum { HS = 16, DS = 64 };
+    static const int32_t bsz[] = {8, 16, 3, 64, 8, 5, 8};
+    int rows_checked = 0;
+    for (int it = 0; it < 14; it++) {
+        const int32_t b = bsz[it % 7], kind = it % 7;
+        /* kind 6: every 4th block high, 2048 blocks a row: a strided sample of 512 sees only those,
+         * so the predicted start is too high and the proof must send the row to the exact path */
+        const int64_t T = (int64_t)rng_range(1, 20), S = kind == 6 ? 2048 * (int64_t)b : (int64_t)rng_range(3000, 24000);
+        const int32_t bk = kind == 6 ? 1000 : (int32_t)rng_range(16, 400);
+        const uint32_t flags = (uint32_t)(it % 4 == 1 ? LTK_FLAG_PIN_NEWEST : it % 4 == 2 ? LTK_FLAG_BY_INDEX | LTK_FLAG_PIN_NEWEST
+                                          : it % 4 == 3 ? LTK_FLAG_UNSORTED : 0);
+        uint8_t *q = malloc((size_t)(T * HS * DS)), *kv = malloc((size_t)(S * DS));
+        float *w = malloc(sizeof(float) * (size_t)(T * HS)), *sc = malloc(sizeof(float) * (size_t)S);
+        int32_t *ks = malloc(sizeof(int32_t) * (size_t)T), *ke = malloc(sizeof(int32_t) * (size_t)T);
+        for (int64_t i = 0; i < T * HS * DS; i++) q[i] = (uint8_t)(rng_below(2) << 7 | rng_range(0x28, 0x48));
+        for (int64_t i = 0; i < S * DS; i++) kv[i] = (uint8_t)(rng_below(2) << 7 | rng_range(0x28, 0x48));
+        for (int64_t i = 0; i < T * HS; i++) w[i] = (float)rng_normal();
+        if (kind == 3) { /* a zero plateau: non-positive heads, non-negative keys but 1 in 16 (+0 and -0 scores) */
+            for (int64_t i = 0; i < T * HS * DS; i++) q[i] |= 0x80;
+            for (int64_t i = 0; i < S * DS; i++)
+                if ((i / DS) % 16 != 0) kv[i] &= 0x7f;
+        }
+        for (int64_t s = 0; s < S; s++) sc[s] = (float)rng_unit() + 0.5f;
+        if (kind == 1) /* duplicated keys: 1 in 16 rows a copy of an earlier one */
+            for (int64_t s = 64; s < S; s++)
+                if (rng_below(16) == 0) memcpy(kv + s * DS, kv + rng_below(s) * DS, DS), sc[s] = 1.0f;
+        if (kind == 2) /* every key and scale equal */
+            for (int64_t s = 1; s < S; s++) memcpy(kv + s * DS, kv, DS), sc[s] = sc[0];
+        if (kind == 4)
+            for (int64_t s = 0; s < S; s++) {
+                const int64_t r = rng_below(40);
+                if (r == 0) sc[s] = NAN;
+                else if (r == 1) sc[s] = INFINITY;
+                else if (r == 2) sc[s] = 0.0f;
+                else if (r == 3) memset(kv + s * DS, 0, DS);
+            }
+        if (kind == 5) /* one row's key range shorter than its published blocks: the exact path */
+            for (int64_t s = 0; s < S; s++) sc[s] = (float)(1 + (s % 3));
+        if (kind == 6)
+            for (int64_t s = 0; s < S; s++)
+                for (int d = 0; d < DS; d++)
+                    kv[s * DS + d] = (uint8_t)((s / b) % 4 == 0 ? rng_range(0x40, 0x50) : rng_range(0x20, 0x28)), sc[s] = 1.0f;
+        if (kind == 6)
+            for (int64_t i = 0; i < T * HS * DS; i++) q[i] &= 0x7f; /* positive heads: higher keys score higher */
+        for (int64_t t = 0; t < T; t++) {
+            ks[t] = (int32_t)rng_below(S / 4);
+            ke[t] = (int32_t)(S - rng_below(S / 4));
+            if (kind == 5 && t == 0) ke[t] = ks[t] + (int32_t)rng_range(1, b * bk);
+            if (kind == 6) ks[t] = 0, ke[t] = (int32_t)S;
+        }
+        ltk_indexer_args x;
+        memset(&x, 0, sizeof x);
+        x.T = T, x.S = S, x.H = HS, x.D = DS, x.k = 0, x.dtype = LTK_DTYPE_E4M3, x.q = q, x.kv = kv, x.kv_scale = sc;
+        x.weights = w, x.ks = ks, x.ke = ke, x.flags = flags;
+        int32_t *ob[2];
+        float *os[2];
+        for (int v = 0; v < 2; v++) {
+            ob[v] = malloc(sizeof(int32_t) * (size_t)(T * bk)), os[v] = malloc(sizeof(float) * (size_t)(T * bk));
+            for (int64_t i = 0; i < T * bk; i++) ob[v][i] = -7, os[v][i] = 12345.0f; /* poison */
+            ltk_blocks_args ba;
+            memset(&ba, 0, sizeof ba);
+            ba.ix = x, ba.block_size = b, ba.block_k = bk, ba.out_blocks = ob[v], ba.out_block_scores = os[v];
+            ltk_exec e = {LTK_BACKEND_CPU, v ? LTK_ALGO_MATERIALIZE : LTK_ALGO_FUSED, NULL, NULL, 0, 2, NULL};
+            CHECK(ltk_blocks_topk(&ba, &e) == LTK_OK, "cpu blocks (%s): %s", v ? "materialize" : "fused", ltk_last_error());
+        }
+        for (int64_t t = 0; t < T; t++) {
+            int same = 1;
+            for (int32_t j = 0; j < bk; j++)
+                same &= ob[0][t * bk + j] == ob[1][t * bk + j] && t_same_f32(os[0][t * bk + j], os[1][t * bk + j]);
+            if (!CHECK(same, "screened publication != exact: case %d (kind %d, b %d, block_k %d, flags %u), row %lld", it, kind,
+                       b, bk, flags, (long long)t))
+                break;
+            rows_checked++;
+        }
+        free(q), free(kv), free(w), free(sc), free(ks), free(ke);
+        for (int v = 0; v < 2; v++) free(ob[v]), free(os[v]);
+        if (T_FAILURES()) break;
+    }
+    CHECK(rows_checked > 30, "only %d rows checked", rows_checked);
+}
+
 /* ---- errors --------------------------------------------------------------------------------- */
 static void test_bad_args(void) {
     inputs in;
@@ -641,6 +731,7 @@ static void test_decode_forms(void) {
 int main(int argc, char **argv) {
     static const t_test tests[] = {T_ENTRY(test_blocks_vs_brute), T_ENTRY(test_candidates_vs_brute),
                                    T_ENTRY(test_candidates_all_blocks_is_indexer), T_ENTRY(test_cpu_e4m3_is_indexer),
+                                   T_ENTRY(test_cpu_screened_publication),
                                    T_ENTRY(test_bad_args), T_ENTRY(test_decode_forms)};
     return T_RUN_ALL(tests);
 }

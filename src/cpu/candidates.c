@@ -3,8 +3,10 @@
  * blocks' keys inside it for the consumer) go through the indexer's kernels tile by tile (the
  * same canonical scores as ltk_indexer_topk on this backend), then the exact select of select.c.
  * The publication keeps a row's scores only for its ordinary top-k; its block maxima are one float
- * a block. Tiles are packed per row: at H = 64, D = 128 packing is ~1.5% of a tile's scoring. */
+ * a block. Tiles are packed per row: at H = 64, D = 128 packing is ~1.5% of a tile's scoring.
+ * The fused publication alone (no ordinary top-k) of e4m3 keys is screened (blocks_screened). */
 #include "cpu-impl.h"
+#include "ltk-tune.h"
 
 #include <omp.h>
 #include <stdlib.h>
@@ -12,6 +14,8 @@
 
 typedef struct {
     int nth;
+    int screen;     /* the publication's int8 screen may run (fused, e4m3, VNNI) */
+    int D4;
     ltkc_idx_geom g;
     size_t qrow, tileb;
     int64_t maxn;   /* the most keys a row scores */
@@ -29,7 +33,28 @@ typedef struct {
     int32_t *opos;
     uint64_t *sa, *sb;
     ltkc_selws sel;
+    /* the publication's int8 screen (plan.screen), for SRB rows at once: per row its packed heads
+     * and constants, exact query, block maxima, listed blocks and waiting survivors; the key tile
+     * decoded and packed with its bound terms, shared */
+    struct scr_row *sr;
+    uint32_t *tile8;
+    float *xf, *kxn, *kxs, *kxr2, *kb, *svs;
 } cand_thr;
+
+#define SRB 16 /* rows screened together: a packed key tile serves them all */
+
+typedef struct scr_row {
+    int64_t t, lo, hi, j0, nb;
+    int32_t hs, nsv, live;
+    uint32_t e;               /* the gate (a rank key), and its float for the screen */
+    float edge;
+    int64_t ncl, next, surv, seen;
+    uint32_t *q4;
+    int32_t *corr, *svb;
+    float *wq, *rcon, *bmax;
+    void *q;
+    int64_t *cl, *sv;
+} scr_row;
 
 static void carve(const cand_plan *p, ltkc_ws *w, cand_thr *x) {
     x->q = ltkc_take(w, p->qrow);
@@ -48,6 +73,29 @@ static void carve(const cand_plan *p, ltkc_ws *w, cand_thr *x) {
     x->sel.bkey = ltkc_take(w, sizeof(uint32_t) * (size_t)p->cap);
     x->sel.bpos = ltkc_take(w, sizeof(int32_t) * (size_t)p->cap);
     x->sel.cap = p->cap;
+    if (p->screen) {
+        const size_t H = (size_t)p->g.H, D = (size_t)p->g.D, D4 = (size_t)p->D4;
+        x->sr = ltkc_take(w, sizeof(scr_row) * SRB);
+        for (int r = 0; r < SRB; r++) {
+            scr_row dummy, *y = w->base ? &x->sr[r] : &dummy; /* the sizing pass has no memory */
+            y->q4 = ltkc_take(w, sizeof(uint32_t) * H * D4);
+            y->corr = ltkc_take(w, sizeof(int32_t) * H);
+            y->wq = ltkc_take(w, sizeof(float) * H);
+            y->rcon = ltkc_take(w, sizeof(float) * 4);
+            y->q = ltkc_take(w, p->qrow);
+            y->bmax = ltkc_take(w, sizeof(float) * (size_t)p->maxb);
+            y->cl = ltkc_take(w, sizeof(int64_t) * (size_t)p->maxb);
+            y->sv = ltkc_take(w, sizeof(int64_t) * LTKC_IDX_NK);
+            y->svb = ltkc_take(w, sizeof(int32_t) * LTKC_IDX_NK);
+        }
+        x->xf = ltkc_take(w, sizeof(float) * LTKC_IDX_NK * D);
+        x->tile8 = ltkc_take(w, sizeof(uint32_t) * 4 * D4 * 16);
+        x->kxn = ltkc_take(w, sizeof(float) * LTKC_IDX_NK);
+        x->kxs = ltkc_take(w, sizeof(float) * LTKC_IDX_NK);
+        x->kxr2 = ltkc_take(w, sizeof(float) * LTKC_IDX_NK);
+        x->kb = ltkc_take(w, sizeof(float) * 3 * LTKC_IDX_NK);
+        x->svs = ltkc_take(w, sizeof(float) * LTKC_IDX_NK);
+    }
 }
 
 static cand_plan make_plan(const ltk_indexer_args *a, const ltk_exec *e, int64_t maxn, int64_t maxb, int64_t kmax) {
@@ -61,6 +109,7 @@ static cand_plan make_plan(const ltk_indexer_args *a, const ltk_exec *e, int64_t
     p.g.dp = p.g.bf16 ? (a->D + 1) / 2 : a->D;
     p.qrow = ((size_t)a->H * (size_t)p.g.dp * 4 + 63) & ~(size_t)63;
     p.tileb = ltkc_idx_tile_bytes(&p.g);
+    p.D4 = (a->D + 3) / 4;
     p.maxn = maxn > 0 ? maxn : 1;
     p.maxb = maxb > 0 ? maxb : 1;
     p.kmax = kmax > 0 ? kmax : 1;
@@ -81,9 +130,10 @@ static int64_t longest_row(const ltk_indexer_args *a) {
     return m;
 }
 
-/* The canonical scores of keys slist[0..n) (or lo .. lo+n-1 where slist is NULL) for row t. */
-static void score_keys(const ltk_indexer_args *a, const cand_plan *p, cand_thr *x, int64_t t, const int64_t *slist,
-                       int64_t lo, int64_t n, float *out) {
+/* The canonical scores of keys slist[0..n) (or lo .. lo+n-1 where slist is NULL) for row t, whose
+ * packed query is q. */
+static void score_keys(const ltk_indexer_args *a, const cand_plan *p, cand_thr *x, const void *q, int64_t t,
+                       const int64_t *slist, int64_t lo, int64_t n, float *out) {
     const ltkc_kern *K = ltkc_kernels();
     const float *w = a->weights + t * a->w_stride_t;
     for (int64_t c = 0; c < n; c += LTKC_IDX_NK) {
@@ -91,7 +141,7 @@ static void score_keys(const ltk_indexer_args *a, const cand_plan *p, cand_thr *
         K->idx_pack_tile(a->kv, a->dtype, a->kv_stride_s, slist ? slist + c : NULL, lo + c, m, &p->g, x->tile);
         if (a->kv_scale)
             for (int j = 0; j < LTKC_IDX_NK; j++) x->scale[j] = j < m ? a->kv_scale[slist ? slist[c + j] : lo + c + j] : 0.0f;
-        K->idx_score(x->q, w, x->tile, a->kv_scale ? x->scale : NULL, &p->g, x->sc);
+        K->idx_score(q, w, x->tile, a->kv_scale ? x->scale : NULL, &p->g, x->sc);
         memcpy(out + c, x->sc, sizeof(float) * (size_t)m);
     }
 }
@@ -133,13 +183,164 @@ static ltk_status run_rows(const cand_plan *p, const void *args, int64_t T, cand
 static cand_plan blocks_plan(const ltk_blocks_args *a, const ltk_exec *e) {
     const int64_t n = longest_row(&a->ix);
     const int64_t kmax = a->block_k > a->ix.k ? a->block_k : a->ix.k;
-    return make_plan(&a->ix, e, n, n / a->block_size + 2, kmax);
+    const ltkc_kern *K = ltkc_kernels();
+    /* the screen needs what the indexer's does (indexer.c make_plan), whole blocks in a 64-key
+     * tile, and the publication alone (the row's own top-k would need every score above its k-th) */
+    const int screen = e->algo == LTK_ALGO_FUSED && a->ix.k == 0 && a->ix.dtype == LTK_DTYPE_E4M3 && K->has_bf16 &&
+                       K->idx8_screen && K->idx8_pack_keys && K->idx8_pack_query && a->ix.D <= 1024 &&
+                       a->ix.H <= 128 && a->block_size <= LTKC_IDX_NK && ltkc_cpu_vnni() &&
+                       !ltk_tune_get()->cpu_idx_screen_off;
+    if (!screen) return make_plan(&a->ix, e, n, n / a->block_size + 2, kmax);
+    cand_plan p = make_plan(&a->ix, e, n, n / a->block_size + 2, kmax), q = p;
+    q.screen = 1; /* the slice again, with the screen's arrays */
+    ltkc_ws w = {NULL, 0};
+    cand_thr x;
+    carve(&q, &w, &x);
+    q.slice = (w.off + 63) & ~(size_t)63;
+    return q;
 }
 
 ltk_status ltkc_blocks_ws(const ltk_blocks_args *a, const ltk_exec *e, size_t *bytes) {
     const cand_plan p = blocks_plan(a, e);
     *bytes = p.slice * (size_t)p.nth;
     return LTK_OK;
+}
+
+/* Scores row y's waiting survivors exactly, raises their blocks' maxima, lists the blocks that
+ * reach its gate, and raises the gate once they pass the mark. */
+static void scr_flush(const ltk_blocks_args *ba, const cand_plan *p, cand_thr *x, scr_row *y) {
+    const int64_t bk = ba->block_k;
+    float *tmp = x->row;
+    score_keys(&ba->ix, p, x, y->q, y->t, y->sv, 0, y->nsv, x->svs);
+    for (int u = 0; u < y->nsv; u++) {
+        float *bm = &y->bmax[y->svb[u]];
+        const uint32_t old = ltk_rank_key(*bm), nk = ltk_rank_key(x->svs[u]);
+        if (nk <= old) continue;
+        *bm = x->svs[u];
+        if (old < y->e && nk >= y->e) y->cl[y->ncl++] = y->svb[u];
+    }
+    y->surv += y->nsv;
+    y->nsv = 0;
+    if (y->ncl < y->next) return;
+    for (int64_t c = 0; c < y->ncl; c++) tmp[c] = y->bmax[y->cl[c]];
+    const int64_t got = ltkc_select_row(tmp, LTK_DTYPE_F32, y->ncl, bk, &x->sel, x->okey, x->opos);
+    uint32_t v = 0xffffffffu;
+    for (int64_t j = 0; j < got; j++) v = x->okey[j] < v ? x->okey[j] : v;
+    if (got == bk && v > y->e) y->e = v, y->edge = ltk_rank_key_floor(v);
+    int64_t kept = 0;
+    for (int64_t c = 0; c < y->ncl; c++)
+        if (ltk_rank_key(y->bmax[y->cl[c]]) >= y->e) y->cl[kept++] = y->cl[c];
+    y->ncl = kept;
+    y->next = kept + (bk / 16 > 64 ? bk / 16 : 64);
+}
+
+/* Row t's screen: its heads packed, its exact query, and the starting gate from a sample of its
+ * blocks (scored exactly in one list). 0 where the row cannot be screened or has no prediction. */
+static int scr_setup(const ltk_blocks_args *ba, const cand_plan *p, cand_thr *x, scr_row *y, int64_t t) {
+    const ltk_indexer_args *a = &ba->ix;
+    const ltkc_kern *K = ltkc_kernels();
+    const int64_t b = ba->block_size, bk = ba->block_k;
+    y->t = t, y->lo = row_lo(a, t), y->hi = row_hi(a, t), y->j0 = y->lo / b, y->nb = (y->hi - 1) / b - y->j0 + 1;
+    if (!ltkc_idx8_row(K, (const uint8_t *)a->q + (size_t)t * (size_t)a->q_stride_t, a->weights + t * a->w_stride_t,
+                       p->g.H, p->g.D, x->xf, y->q4, y->corr, y->wq, y->rcon, &y->hs))
+        return 0;
+    const int64_t nb = y->nb, j0 = y->j0, ns = nb < 512 ? nb : 512, rp = ltkc_pred_rank_tail(ns, bk, nb, 1e-3);
+    if (rp <= 0) return 0;
+    K->idx_pack_q((const char *)a->q + (size_t)t * a->q_stride_t, a->dtype, &p->g, y->q);
+    int64_t nk = 0;
+    for (int64_t i = 0; i < ns; i++) {
+        const int64_t blk = j0 + i * nb / ns;
+        for (int64_t s = blk * b > y->lo ? blk * b : y->lo; s < (blk + 1) * b && s < y->hi; s++) x->slist[nk++] = s;
+    }
+    score_keys(a, p, x, y->q, t, x->slist, 0, nk, x->row);
+    float *smax = y->bmax;
+    for (int64_t i = 0; i < ns; i++) smax[i] = ltk_bits_f32(LTKC_CANON_NAN);
+    for (int64_t u = 0, i = 0; u < nk; u++) {
+        while (x->slist[u] / b != j0 + i * nb / ns) i++;
+        if (ltk_rank_key(x->row[u]) > ltk_rank_key(smax[i])) smax[i] = x->row[u];
+    }
+    const int64_t got = ltkc_select_row(smax, LTK_DTYPE_F32, ns, rp, &x->sel, x->okey, x->opos);
+    uint32_t e0 = 0xffffffffu;
+    for (int64_t j = 0; j < got; j++) e0 = x->okey[j] < e0 ? x->okey[j] : e0;
+    if (got < rp || e0 <= 0x007fffffu) return 0; /* NaN or -inf: nothing would be screened out */
+    y->e = e0, y->edge = ltk_rank_key_floor(e0);
+    y->ncl = 0, y->next = bk + (bk / 16 > 64 ? bk / 16 : 64), y->surv = y->seen = 0, y->nsv = 0, y->live = 1;
+    for (int64_t i = 0; i < nb; i++) y->bmax[i] = ltk_bits_f32(LTKC_CANON_NAN);
+    return 1;
+}
+
+static void blocks_emit(const ltk_blocks_args *ba, const cand_plan *p, cand_thr *x, int64_t t, const float *cb,
+                        const int64_t *cid, int64_t nc);
+static void blocks_row(const void *args, const cand_plan *p, cand_thr *x, int64_t t);
+
+/* The publication alone of rows [t0, t1) (<= SRB), screened like the fused indexer: indexer.c's
+ * int8 bound UB >= the canonical score of every key, one packed key tile for all the rows. Only
+ * blocks whose maximum can reach the row's k-th best block maximum matter, and a block's maximum is
+ * exact once its largest key is scored: so keys with UB below a lower bound e of that k-th best are
+ * never scored, the rest exactly in batches of 64 (score_keys: the exact path's kernel, so its
+ * bits). A block then holds bmax <= its true maximum, equal to it wherever that is >= the e its
+ * tile was screened at (tiles hold whole blocks); e only rises, so the blocks with bmax >= the
+ * final e are exactly those with maximum >= it, with exact maxima. e starts at a predicted value
+ * (the rp-th best maximum of 512 strided blocks, rp a 1e-3 tail rank below the estimated k-th:
+ * ltkc_pred_rank_tail), rises to the block_k-th best of the listed blocks whenever block_k / 16
+ * more reach it, and is proven at the end: >= block_k blocks with bmax >= the final e (each bmax
+ * <= its block's maximum) put the k-th best at or above it, and so above every e a tile was
+ * screened at. A row without a
+ * prediction, one whose proof fails and one where over 30% of the keys survive (the exact scan is
+ * cheaper then: indexer.c SCR_OFF_FRAC) takes the exact path (blocks_row). Why: T = 64, S = 64K,
+ * b = 8, 2048 blocks, 2 threads, the exact publication took 2.5x the fused indexer (`litetopk
+ * bench blocks --T 64 --S 65536 --backend cpu`: 224.9 against 88.2 ms); a row at a time the key
+ * packing alone cost as much as the exact scan. */
+static void blocks_group(const ltk_blocks_args *ba, const cand_plan *p, cand_thr *x, int64_t t0, int64_t t1) {
+    const ltk_indexer_args *a = &ba->ix;
+    const ltkc_kern *K = ltkc_kernels();
+    const int64_t b = ba->block_size, L = LTKC_IDX_NK / b * b; /* a tile: whole blocks */
+    scr_row *rows[SRB];
+    int nr = 0;
+    int64_t glo = INT64_MAX, ghi = 0;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t lo = row_lo(a, t), hi = row_hi(a, t), nb = hi > lo ? (hi - 1) / b - lo / b + 1 : 0;
+        scr_row *y = &x->sr[nr];
+        if (nb > ba->block_k && scr_setup(ba, p, x, y, t)) {
+            rows[nr++] = y;
+            glo = lo < glo ? lo : glo, ghi = hi > ghi ? hi : ghi;
+        } else {
+            blocks_row(ba, p, x, t);
+        }
+    }
+    for (int64_t s0 = nr ? glo / L * L : ghi; s0 < ghi; s0 += L) {
+        const int64_t s1 = s0 + L < ghi ? s0 + L : ghi;
+        int any = 0;
+        for (int r = 0; r < nr; r++) any |= rows[r]->live && rows[r]->lo < s1 && rows[r]->hi > s0;
+        if (!any) continue;
+        ltkc_idx8_keys(K, (const uint8_t *)a->kv, a->kv_stride_s, a->kv_scale, s0, (int)(s1 - s0), p->g.D, x->xf,
+                       x->tile8, x->kxn, x->kxs, x->kxr2, x->kb);
+        for (int r = 0; r < nr; r++) {
+            scr_row *y = rows[r];
+            if (!y->live || y->lo >= s1 || y->hi <= s0) continue;
+            const int u0 = (int)((y->lo > s0 ? y->lo : s0) - s0), u1 = (int)((y->hi < s1 ? y->hi : s1) - s0);
+            uint64_t mask = K->idx8_screen(y->q4, y->corr, y->wq, y->hs, p->g.D, x->tile8, x->kb, y->rcon, y->edge);
+            mask &= (u1 == 64 ? ~0ull : (1ull << u1) - 1) & ~((1ull << u0) - 1);
+            for (; mask; mask &= mask - 1) {
+                const int64_t s = s0 + __builtin_ctzll(mask);
+                y->sv[y->nsv] = s;
+                y->svb[y->nsv++] = (int32_t)(s / b - y->j0);
+                if (y->nsv == LTKC_IDX_NK) scr_flush(ba, p, x, y);
+            }
+            y->seen += u1 - u0;
+            if (y->seen >= 4096 && (double)(y->surv + y->nsv) > 0.3 * (double)y->seen) y->live = 0;
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        scr_row *y = rows[r];
+        if (y->live && y->nsv > 0) scr_flush(ba, p, x, y);
+        /* the candidates in block order (y->cl and y->bmax reused), then the proof */
+        int64_t c = 0;
+        for (int64_t i = 0; y->live && i < y->nb; i++)
+            if (ltk_rank_key(y->bmax[i]) >= y->e) y->cl[c] = i, y->bmax[c++] = ltkc_canon(y->bmax[i] + 0.0f);
+        if (y->live && c >= ba->block_k) blocks_emit(ba, p, x, y->t, y->bmax, y->cl, c);
+        else blocks_row(ba, p, x, y->t);
+    }
 }
 
 static void blocks_row(const void *args, const cand_plan *p, cand_thr *x, int64_t t) {
@@ -160,33 +361,16 @@ static void blocks_row(const void *args, const cand_plan *p, cand_thr *x, int64_
     if (blocks_plain && keys_plain) return;
     ltkc_kernels()->idx_pack_q((const char *)a->q + (size_t)t * a->q_stride_t * ltk_dtype_size(a->dtype), a->dtype,
                                &p->g, x->q);
-    score_keys(a, p, x, t, NULL, lo, n, x->row);
+    score_keys(a, p, x, x->q, t, NULL, lo, n, x->row);
     if (!blocks_plain) {
         /* each block's largest score in ORDER (the canonical NaN ranks below every number) */
         for (int64_t i = 0; i < nb; i++) x->bmax[i] = ltk_bits_f32(LTKC_CANON_NAN);
         for (int64_t s = lo; s < hi; s++) {
-            float *m = &x->bmax[s / b - j0];
-            if (ltk_rank_key(x->row[s - lo]) > ltk_rank_key(*m)) *m = x->row[s - lo];
+            float *mx = &x->bmax[s / b - j0];
+            if (ltk_rank_key(x->row[s - lo]) > ltk_rank_key(*mx)) *mx = x->row[s - lo];
         }
         for (int64_t i = 0; i < nb; i++) x->bmax[i] = ltkc_canon(x->bmax[i] + 0.0f);
-        int64_t m = best_of(p, x, x->bmax, nb, ba->block_k, 0);
-        const int64_t pin = (a->flags & LTK_FLAG_PIN_NEWEST) && nb > 0 && hi % b != 0 ? nb - 1 : -1;
-        if (pin >= 0) { /* the newest, partial block first: in place of the worst where it is not among them */
-            int64_t at = 0;
-            while (at < m && x->opos[at] != pin) at++;
-            if (at == m) at = m - 1;
-            memmove(x->opos + 1, x->opos, sizeof(int32_t) * (size_t)at);
-            x->opos[0] = (int32_t)pin;
-        }
-        if (by) {
-            for (int64_t j = 0; j < m; j++) x->sa[j] = (uint64_t)(uint32_t)x->opos[j];
-            ltkc_sort_u64(x->sa, x->sb, m);
-            for (int64_t j = 0; j < m; j++) x->opos[j] = (int32_t)(uint32_t)x->sa[j];
-        }
-        for (int32_t j = 0; j < ba->block_k; j++) {
-            ob[j] = j < m ? (int32_t)(j0 + x->opos[j]) : -1;
-            if (obs) obs[j] = j >= m ? -__builtin_inff() : x->opos[j] == pin ? __builtin_inff() : x->bmax[x->opos[j]];
-        }
+        blocks_emit(ba, p, x, t, x->bmax, NULL, nb);
     }
     if (!keys_plain) {
         const int64_t m = best_of(p, x, x->row, n, a->k, by);
@@ -197,9 +381,58 @@ static void blocks_row(const void *args, const cand_plan *p, cand_thr *x, int64_
     }
 }
 
+/* Row t's published blocks from its candidate blocks' maxima cb[0..nc) at block offsets cid (NULL:
+ * every block of the row, cid[i] = i), ascending: the block_k best (ties by the lower block), the
+ * newest partial block pinned first where asked, by block id where asked. A block outside the
+ * candidates is never published but for the pin (whose score is +inf). */
+static void blocks_emit(const ltk_blocks_args *ba, const cand_plan *p, cand_thr *x, int64_t t, const float *cb,
+                        const int64_t *cid, int64_t nc) {
+    const ltk_indexer_args *a = &ba->ix;
+    const int64_t b = ba->block_size, lo = row_lo(a, t), hi = row_hi(a, t), j0 = lo / b;
+    const int64_t nb = hi > lo ? (hi - 1) / b - j0 + 1 : 0;
+    int32_t *ob = ba->out_blocks + t * ba->blocks_stride;
+    float *obs = ba->out_block_scores ? ba->out_block_scores + t * ba->blocks_stride : NULL;
+    int64_t m = best_of(p, x, cb, nc, ba->block_k, 0);
+    float *sc = (float *)x->okey; /* the published blocks' scores in output order (okey is free now) */
+    for (int64_t j = 0; j < m; j++) sc[j] = cb[x->opos[j]];
+    if (cid)
+        for (int64_t j = 0; j < m; j++) x->opos[j] = (int32_t)cid[x->opos[j]];
+    const int64_t pin = (a->flags & LTK_FLAG_PIN_NEWEST) && nb > 0 && hi % b != 0 ? nb - 1 : -1;
+    if (pin >= 0) { /* the newest, partial block first: in place of the worst where it is not among them */
+        int64_t at = 0;
+        while (at < m && x->opos[at] != pin) at++;
+        if (at == m) at = m - 1;
+        memmove(x->opos + 1, x->opos, sizeof(int32_t) * (size_t)at);
+        memmove(sc + 1, sc, sizeof(float) * (size_t)at);
+        x->opos[0] = (int32_t)pin;
+        sc[0] = __builtin_inff();
+    }
+    if ((a->flags & LTK_FLAG_BY_INDEX) != 0 && m > 0) {
+        /* by block id: the scores follow through the sort (ids are distinct) */
+        for (int64_t j = 0; j < m; j++) x->sa[j] = (uint64_t)(uint32_t)x->opos[j] << 32 | ltk_f32_bits(sc[j]);
+        ltkc_sort_u64(x->sa, x->sb, m);
+        for (int64_t j = 0; j < m; j++) x->opos[j] = (int32_t)(x->sa[j] >> 32), sc[j] = ltk_bits_f32((uint32_t)x->sa[j]);
+    }
+    for (int32_t j = 0; j < ba->block_k; j++) {
+        ob[j] = j < m ? (int32_t)(j0 + x->opos[j]) : -1;
+        if (obs) obs[j] = j < m ? sc[j] : -__builtin_inff();
+    }
+}
+
+/* A thread takes SRB rows where the screen runs, else a row. */
+static void blocks_rows(const void *args, const cand_plan *p, cand_thr *x, int64_t g) {
+    const ltk_blocks_args *ba = args;
+    if (!p->screen) {
+        blocks_row(ba, p, x, g);
+        return;
+    }
+    const int64_t t0 = g * SRB, t1 = t0 + SRB < ba->ix.T ? t0 + SRB : ba->ix.T;
+    blocks_group(ba, p, x, t0, t1);
+}
+
 ltk_status ltkc_blocks(const ltk_blocks_args *a, const ltk_exec *e, void *ws, size_t wsb) {
     const cand_plan p = blocks_plan(a, e);
-    return run_rows(&p, a, a->ix.T, blocks_row, e, ws, wsb, "blocks");
+    return run_rows(&p, a, p.screen ? (a->ix.T + SRB - 1) / SRB : a->ix.T, blocks_rows, e, ws, wsb, "blocks");
 }
 
 /* ---- ltk_candidates_topk ---------------------------------------------------------------------- */
@@ -245,7 +478,7 @@ static void candidates_row(const void *args, const cand_plan *p, cand_thr *x, in
     }
     ltkc_kernels()->idx_pack_q((const char *)a->q + (size_t)t * a->q_stride_t * ltk_dtype_size(a->dtype), a->dtype,
                                &p->g, x->q);
-    score_keys(a, p, x, t, x->slist, 0, n, x->row);
+    score_keys(a, p, x, x->q, t, x->slist, 0, n, x->row);
     /* positions in the list ascend with the keys: ORDER's ties and by_index carry over */
     const int64_t k = best_of(p, x, x->row, n, a->k, by);
     for (int32_t j = 0; j < a->k; j++) {
