@@ -372,15 +372,16 @@ static void test_cpu_e4m3_is_indexer(void) {
  * NaN, inf or zero scales, all-zero keys, a row shorter than its published blocks, and rows whose
  * strided sample sees only their best blocks (the prediction too high: the proof must catch it). */
 static void test_cpu_screened_publication(void) {
+    /* (k > 0: the row's own top-k with it, from the same screened scan) */
     enum { HS = 16, DS = 64 };
     static const int32_t bsz[] = {8, 16, 3, 64, 8, 5, 8};
     int rows_checked = 0;
-    for (int it = 0; it < 14; it++) {
-        const int32_t b = bsz[it % 7], kind = it % 7;
+    for (int it = 0; it < 30; it++) {
+        const int32_t b = it >= 28 ? 8 : bsz[it % 7], kind = it >= 28 ? 7 : it % 7;
         /* kind 6: every 4th block high, 2048 blocks a row: a strided sample of 512 sees only those,
          * so the predicted start is too high and the proof must send the row to the exact path */
-        const int64_t T = (int64_t)rng_range(1, 20), S = kind == 6 ? 2048 * (int64_t)b : (int64_t)rng_range(3000, 24000);
-        const int32_t bk = kind == 6 ? 1000 : (int32_t)rng_range(16, 400);
+        const int64_t T = (int64_t)rng_range(1, 20), S = kind >= 6 ? 2048 * (int64_t)b : (int64_t)rng_range(3000, 24000);
+        const int32_t bk = kind == 6 ? 1000 : kind == 7 ? 300 : (int32_t)rng_range(16, 400);
         const uint32_t flags = (uint32_t)(it % 4 == 1 ? LTK_FLAG_PIN_NEWEST : it % 4 == 2 ? LTK_FLAG_BY_INDEX | LTK_FLAG_PIN_NEWEST
                                           : it % 4 == 3 ? LTK_FLAG_UNSORTED : 0);
         uint8_t *q = malloc((size_t)(T * HS * DS)), *kv = malloc((size_t)(S * DS));
@@ -414,26 +415,41 @@ static void test_cpu_screened_publication(void) {
             for (int64_t s = 0; s < S; s++)
                 for (int d = 0; d < DS; d++)
                     kv[s * DS + d] = (uint8_t)((s / b) % 4 == 0 ? rng_range(0x40, 0x50) : rng_range(0x20, 0x28)), sc[s] = 1.0f;
-        if (kind == 6)
-            for (int64_t i = 0; i < T * HS * DS; i++) q[i] &= 0x7f; /* positive heads: higher keys score higher */
+        if (kind == 7) /* kind 7: every block's first key the same top key, the sampled blocks' others just
+                        * below it, the rest low: block maxima all tie (the blocks' proof holds) while
+                        * the keys' sample is too good, so only the keys' proof sends the row back */
+            for (int64_t s = 0; s < S; s++)
+                for (int d = 0; d < DS; d++)
+                    kv[s * DS + d] = (uint8_t)(s % b == 0 ? 0x56 : (s / b) % 4 == 0 ? rng_range(0x48, 0x50) : rng_range(0x20, 0x28)),
+                    sc[s] = 1.0f;
+        if (kind >= 6) {
+            for (int64_t i = 0; i < T * HS * DS; i++) q[i] &= 0x7f; /* positive heads and weights: higher keys score higher */
+            for (int64_t i = 0; i < T * HS; i++) w[i] = fabsf(w[i]);
+        }
         for (int64_t t = 0; t < T; t++) {
             ks[t] = (int32_t)rng_below(S / 4);
             ke[t] = (int32_t)(S - rng_below(S / 4));
             if (kind == 5 && t == 0) ke[t] = ks[t] + (int32_t)rng_range(1, b * bk);
-            if (kind == 6) ks[t] = 0, ke[t] = (int32_t)S;
+            if (kind >= 6) ks[t] = 0, ke[t] = (int32_t)S;
         }
         ltk_indexer_args x;
         memset(&x, 0, sizeof x);
         x.T = T, x.S = S, x.H = HS, x.D = DS, x.k = 0, x.dtype = LTK_DTYPE_E4M3, x.q = q, x.kv = kv, x.kv_scale = sc;
         x.weights = w, x.ks = ks, x.ke = ke, x.flags = flags;
-        int32_t *ob[2];
-        float *os[2];
+        /* every other case also asks for the row's own top-k (the publication's one call) */
+        const int32_t k = kind == 7 ? 3000 : it % 2 ? (int32_t)rng_range(1, 300) : 0;
+        x.k = k, x.out_stride = k;
+        int32_t *ob[2], *oi[2];
+        float *os[2], *ok[2];
         for (int v = 0; v < 2; v++) {
             ob[v] = malloc(sizeof(int32_t) * (size_t)(T * bk)), os[v] = malloc(sizeof(float) * (size_t)(T * bk));
+            oi[v] = malloc(sizeof(int32_t) * (size_t)(T * k + 1)), ok[v] = malloc(sizeof(float) * (size_t)(T * k + 1));
             for (int64_t i = 0; i < T * bk; i++) ob[v][i] = -7, os[v][i] = 12345.0f; /* poison */
+            for (int64_t i = 0; i < T * k; i++) oi[v][i] = -7, ok[v][i] = 12345.0f;
             ltk_blocks_args ba;
             memset(&ba, 0, sizeof ba);
             ba.ix = x, ba.block_size = b, ba.block_k = bk, ba.out_blocks = ob[v], ba.out_block_scores = os[v];
+            ba.ix.out_idx = k ? oi[v] : NULL, ba.ix.out_scores = k ? ok[v] : NULL;
             ltk_exec e = {LTK_BACKEND_CPU, v ? LTK_ALGO_MATERIALIZE : LTK_ALGO_FUSED, NULL, NULL, 0, 2, NULL};
             CHECK(ltk_blocks_topk(&ba, &e) == LTK_OK, "cpu blocks (%s): %s", v ? "materialize" : "fused", ltk_last_error());
         }
@@ -441,13 +457,15 @@ static void test_cpu_screened_publication(void) {
             int same = 1;
             for (int32_t j = 0; j < bk; j++)
                 same &= ob[0][t * bk + j] == ob[1][t * bk + j] && t_same_f32(os[0][t * bk + j], os[1][t * bk + j]);
-            if (!CHECK(same, "screened publication != exact: case %d (kind %d, b %d, block_k %d, flags %u), row %lld", it, kind,
-                       b, bk, flags, (long long)t))
+            for (int32_t j = 0; j < k; j++)
+                same &= oi[0][t * k + j] == oi[1][t * k + j] && t_same_f32(ok[0][t * k + j], ok[1][t * k + j]);
+            if (!CHECK(same, "screened publication != exact: case %d (kind %d, b %d, block_k %d, k %d, flags %u), row %lld", it,
+                       kind, b, bk, k, flags, (long long)t))
                 break;
             rows_checked++;
         }
         free(q), free(kv), free(w), free(sc), free(ks), free(ke);
-        for (int v = 0; v < 2; v++) free(ob[v]), free(os[v]);
+        for (int v = 0; v < 2; v++) free(ob[v]), free(os[v]), free(oi[v]), free(ok[v]);
         if (T_FAILURES()) break;
     }
     CHECK(rows_checked > 30, "only %d rows checked", rows_checked);

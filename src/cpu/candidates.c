@@ -4,8 +4,8 @@
  * same canonical scores as ltk_indexer_topk on this backend), then the exact select of select.c.
  * The publication keeps a row's scores only for its ordinary top-k; its block maxima are one float
  * a block. Tiles are packed per row: at H = 64, D = 128 packing is ~1.5% of a tile's scoring.
- * The fused publication alone (no ordinary top-k) of e4m3 keys is screened (blocks_screened). */
-#include "cpu-impl.h"
+ * The fused publication of e4m3 keys (with or without the row's own top-k) is screened (blocks_group). */
+#include "row.h"
 #include "ltk-tune.h"
 
 #include <omp.h>
@@ -15,6 +15,7 @@
 typedef struct {
     int nth;
     int screen;     /* the publication's int8 screen may run (fused, e4m3, VNNI) */
+    int64_t kcap;   /* its buffer for the row's own top-k */
     int D4;
     ltkc_idx_geom g;
     size_t qrow, tileb;
@@ -37,6 +38,7 @@ typedef struct {
      * and constants, exact query, block maxima, listed blocks and waiting survivors; the key tile
      * decoded and packed with its bound terms, shared */
     struct scr_row *sr;
+    ltkc_rowtmp rtmp;
     uint32_t *tile8;
     float *xf, *kxn, *kxs, *kxr2, *kb, *svs;
 } cand_thr;
@@ -54,6 +56,7 @@ typedef struct scr_row {
     float *wq, *rcon, *bmax;
     void *q;
     int64_t *cl, *sv;
+    ltkc_row kr;              /* the row's own top-k (k > 0): a fixed gate from the sample, exact compactions */
 } scr_row;
 
 static void carve(const cand_plan *p, ltkc_ws *w, cand_thr *x) {
@@ -87,7 +90,12 @@ static void carve(const cand_plan *p, ltkc_ws *w, cand_thr *x) {
             y->cl = ltkc_take(w, sizeof(int64_t) * (size_t)p->maxb);
             y->sv = ltkc_take(w, sizeof(int64_t) * LTKC_IDX_NK);
             y->svb = ltkc_take(w, sizeof(int32_t) * LTKC_IDX_NK);
+            y->kr.score = ltkc_take(w, sizeof(float) * (size_t)p->kcap);
+            y->kr.idx = ltkc_take(w, sizeof(int64_t) * (size_t)p->kcap);
         }
+        x->rtmp.keys = ltkc_take(w, sizeof(uint32_t) * (size_t)p->kcap);
+        x->rtmp.pos = ltkc_take(w, sizeof(int32_t) * (size_t)p->kcap);
+        x->rtmp.hist = ltkc_take(w, sizeof(uint32_t) * 2048);
         x->xf = ltkc_take(w, sizeof(float) * LTKC_IDX_NK * D);
         x->tile8 = ltkc_take(w, sizeof(uint32_t) * 4 * D4 * 16);
         x->kxn = ltkc_take(w, sizeof(float) * LTKC_IDX_NK);
@@ -184,15 +192,15 @@ static cand_plan blocks_plan(const ltk_blocks_args *a, const ltk_exec *e) {
     const int64_t n = longest_row(&a->ix);
     const int64_t kmax = a->block_k > a->ix.k ? a->block_k : a->ix.k;
     const ltkc_kern *K = ltkc_kernels();
-    /* the screen needs what the indexer's does (indexer.c make_plan), whole blocks in a 64-key
-     * tile, and the publication alone (the row's own top-k would need every score above its k-th) */
-    const int screen = e->algo == LTK_ALGO_FUSED && a->ix.k == 0 && a->ix.dtype == LTK_DTYPE_E4M3 && K->has_bf16 &&
+    /* the screen needs what the indexer's does (indexer.c make_plan) and whole blocks in a 64-key tile */
+    const int screen = e->algo == LTK_ALGO_FUSED && a->ix.dtype == LTK_DTYPE_E4M3 && K->has_bf16 &&
                        K->idx8_screen && K->idx8_pack_keys && K->idx8_pack_query && a->ix.D <= 1024 &&
                        a->ix.H <= 128 && a->block_size <= LTKC_IDX_NK && ltkc_cpu_vnni() &&
                        !ltk_tune_get()->cpu_idx_screen_off;
     if (!screen) return make_plan(&a->ix, e, n, n / a->block_size + 2, kmax);
     cand_plan p = make_plan(&a->ix, e, n, n / a->block_size + 2, kmax), q = p;
     q.screen = 1; /* the slice again, with the screen's arrays */
+    q.kcap = 2 * (int64_t)a->ix.k + 256;
     ltkc_ws w = {NULL, 0};
     cand_thr x;
     carve(&q, &w, &x);
@@ -213,6 +221,7 @@ static void scr_flush(const ltk_blocks_args *ba, const cand_plan *p, cand_thr *x
     float *tmp = x->row;
     score_keys(&ba->ix, p, x, y->q, y->t, y->sv, 0, y->nsv, x->svs);
     for (int u = 0; u < y->nsv; u++) {
+        if (ba->ix.k > 0) ltkc_row_push(&y->kr, x->svs[u], y->sv[u], &x->rtmp); /* index order */
         float *bm = &y->bmax[y->svb[u]];
         const uint32_t old = ltk_rank_key(*bm), nk = ltk_rank_key(x->svs[u]);
         if (nk <= old) continue;
@@ -263,6 +272,16 @@ static int scr_setup(const ltk_blocks_args *ba, const cand_plan *p, cand_thr *x,
     uint32_t e0 = 0xffffffffu;
     for (int64_t j = 0; j < got; j++) e0 = x->okey[j] < e0 ? x->okey[j] : e0;
     if (got < rp || e0 <= 0x007fffffu) return 0; /* NaN or -inf: nothing would be screened out */
+    if (a->k > 0) { /* the row's own top-k: a gate at the sample keys' predicted rank (indexer.c) */
+        const int64_t rk = ltkc_pred_rank_tail(nk, a->k, y->hi - y->lo, 1e-3);
+        if (rk <= 0) return 0;
+        const int64_t gk = ltkc_select_row(x->row, LTK_DTYPE_F32, nk, rk, &x->sel, x->okey, x->opos);
+        uint32_t k0 = 0xffffffffu;
+        for (int64_t j = 0; j < gk; j++) k0 = x->okey[j] < k0 ? x->okey[j] : k0;
+        if (gk < rk || k0 <= 0x007fffffu) return 0;
+        ltkc_row_setup(&y->kr, y->kr.score, y->kr.idx, NULL, p->kcap, a->k, LTKC_MODE_EDGE);
+        y->kr.edge = ltk_rank_key_floor(k0);
+    }
     y->e = e0, y->edge = ltk_rank_key_floor(e0);
     y->ncl = 0, y->next = bk + (bk / 16 > 64 ? bk / 16 : 64), y->surv = y->seen = 0, y->nsv = 0, y->live = 1;
     for (int64_t i = 0; i < nb; i++) y->bmax[i] = ltk_bits_f32(LTKC_CANON_NAN);
@@ -273,7 +292,27 @@ static void blocks_emit(const ltk_blocks_args *ba, const cand_plan *p, cand_thr 
                         const int64_t *cid, int64_t nc);
 static void blocks_row(const void *args, const cand_plan *p, cand_thr *x, int64_t t);
 
-/* The publication alone of rows [t0, t1) (<= SRB), screened like the fused indexer: indexer.c's
+/* A screened row's own top-k from its buffer, as the exact path writes it (best_of: sorted by the
+ * ORDER, ties by the lower position; by position where asked). */
+static void keys_emit(const ltk_blocks_args *ba, cand_thr *x, scr_row *y) {
+    const ltk_indexer_args *a = &ba->ix;
+    const int64_t base = (a->flags & LTK_FLAG_ABSOLUTE) ? 0 : y->lo;
+    int32_t *oi = a->out_idx + y->t * a->out_stride;
+    float *os = a->out_scores ? a->out_scores + y->t * a->out_stride : NULL;
+    int64_t be;
+    const int64_t m = ltkc_row_final(&y->kr, &x->rtmp, x->sa, x->sb, 0, x->opos, &be);
+    if (a->flags & LTK_FLAG_BY_INDEX) { /* buffer positions ascend with the keys */
+        for (int64_t j = 0; j < m; j++) x->sa[j] = (uint64_t)(uint32_t)x->opos[j];
+        ltkc_sort_u64(x->sa, x->sb, m);
+        for (int64_t j = 0; j < m; j++) x->opos[j] = (int32_t)(uint32_t)x->sa[j];
+    }
+    for (int32_t j = 0; j < a->k; j++) {
+        oi[j] = j < m ? (int32_t)(y->kr.idx[x->opos[j]] - base) : -1;
+        if (os) os[j] = j < m ? y->kr.score[x->opos[j]] : -__builtin_inff();
+    }
+}
+
+/* The publication of rows [t0, t1) (<= SRB), screened like the fused indexer: indexer.c's
  * int8 bound UB >= the canonical score of every key, one packed key tile for all the rows. Only
  * blocks whose maximum can reach the row's k-th best block maximum matter, and a block's maximum is
  * exact once its largest key is scored: so keys with UB below a lower bound e of that k-th best are
@@ -287,7 +326,10 @@ static void blocks_row(const void *args, const cand_plan *p, cand_thr *x, int64_
  * <= its block's maximum) put the k-th best at or above it, and so above every e a tile was
  * screened at. A row without a
  * prediction, one whose proof fails and one where over 30% of the keys survive (the exact scan is
- * cheaper then: indexer.c SCR_OFF_FRAC) takes the exact path (blocks_row). Why: T = 64, S = 64K,
+ * cheaper then: indexer.c SCR_OFF_FRAC) takes the exact path (blocks_row). The row's own top-k
+ * (k > 0) rides along: its gate starts at the sample keys' predicted rank, rises by exact
+ * compactions of its buffer (ltkc_row, MODE_EDGE), and the screen runs at the lower of the two
+ * gates; >= k entries pushed prove it, as in the fused indexer. Why: T = 64, S = 64K,
  * b = 8, 2048 blocks, 2 threads, the exact publication took 2.5x the fused indexer (`litetopk
  * bench blocks --T 64 --S 65536 --backend cpu`: 224.9 against 88.2 ms); a row at a time the key
  * packing alone cost as much as the exact scan. */
@@ -301,7 +343,7 @@ static void blocks_group(const ltk_blocks_args *ba, const cand_plan *p, cand_thr
     for (int64_t t = t0; t < t1; t++) {
         const int64_t lo = row_lo(a, t), hi = row_hi(a, t), nb = hi > lo ? (hi - 1) / b - lo / b + 1 : 0;
         scr_row *y = &x->sr[nr];
-        if (nb > ba->block_k && scr_setup(ba, p, x, y, t)) {
+        if (nb > ba->block_k && (a->k == 0 || hi - lo > 4 * (int64_t)a->k) && scr_setup(ba, p, x, y, t)) {
             rows[nr++] = y;
             glo = lo < glo ? lo : glo, ghi = hi > ghi ? hi : ghi;
         } else {
@@ -319,7 +361,9 @@ static void blocks_group(const ltk_blocks_args *ba, const cand_plan *p, cand_thr
             scr_row *y = rows[r];
             if (!y->live || y->lo >= s1 || y->hi <= s0) continue;
             const int u0 = (int)((y->lo > s0 ? y->lo : s0) - s0), u1 = (int)((y->hi < s1 ? y->hi : s1) - s0);
-            uint64_t mask = K->idx8_screen(y->q4, y->corr, y->wq, y->hs, p->g.D, x->tile8, x->kb, y->rcon, y->edge);
+            /* the lower of the blocks' gate and the keys' (NaN: every key scored) */
+            const float ke = y->kr.edge, se = a->k == 0 || ke >= y->edge ? y->edge : ke;
+            uint64_t mask = K->idx8_screen(y->q4, y->corr, y->wq, y->hs, p->g.D, x->tile8, x->kb, y->rcon, se);
             mask &= (u1 == 64 ? ~0ull : (1ull << u1) - 1) & ~((1ull << u0) - 1);
             for (; mask; mask &= mask - 1) {
                 const int64_t s = s0 + __builtin_ctzll(mask);
@@ -338,8 +382,14 @@ static void blocks_group(const ltk_blocks_args *ba, const cand_plan *p, cand_thr
         int64_t c = 0;
         for (int64_t i = 0; y->live && i < y->nb; i++)
             if (ltk_rank_key(y->bmax[i]) >= y->e) y->cl[c] = i, y->bmax[c++] = ltkc_canon(y->bmax[i] + 0.0f);
-        if (y->live && c >= ba->block_k) blocks_emit(ba, p, x, y->t, y->bmax, y->cl, c);
-        else blocks_row(ba, p, x, y->t);
+        /* the keys' proof: >= k entries pushed at or above the starting gate (gates only rise) */
+        const int keys_ok = a->k == 0 || y->kr.appended >= a->k;
+        if (!(y->live && c >= ba->block_k && keys_ok)) {
+            blocks_row(ba, p, x, y->t);
+            continue;
+        }
+        if (a->k > 0) keys_emit(ba, x, y);
+        blocks_emit(ba, p, x, y->t, y->bmax, y->cl, c);
     }
 }
 
