@@ -140,6 +140,64 @@ static void screen_aligned_residual(void) {
     CHECK(screened > 5000, "only %d keys screened", screened);
 }
 
+/* The key pack itself, against its definition computed here: x8 = RNE(k / s) with s the power of
+ * two at or above max |k_i| / 127 (stored as x8 + 128, 4 dims a word, 16 keys a panel), s = 0 for
+ * an all-zero key or one with a NaN byte, and the norm and residual sums upper bounds of
+ * sum k_i^2 and sum (k_i - s x8_i)^2 within 2^-10 of them (plus s^2 / 2 and 2^-14 s^2 a dim for the
+ * rounding up of their tables). */
+static void pack_keys_exact(void) {
+    if (!screen_available()) return;
+    const ltkc_kern *K = ltkc_kernels();
+    int keys = 0;
+    for (int it = 0; it < 40; it++) {
+        const int D = (int)rng_range(1, 300), D4 = (D + 3) / 4, n = (int)rng_range(1, NK);
+        uint8_t *kv = malloc((size_t)NK * D);
+        for (int j = 0; j < n; j++) {
+            const int64_t kind = rng_below(12), lo = rng_range(0, 0x70), hi = lo + rng_range(0, 0x7e - lo);
+            for (int d = 0; d < D; d++) kv[j * D + d] = (uint8_t)(rng_below(2) << 7 | rng_range(lo, hi));
+            if (kind == 0) memset(kv + j * D, 0, (size_t)D);
+            if (kind == 1) kv[j * D + rng_below(D)] = (uint8_t)(0x7f | rng_below(2) << 7); /* NaN */
+        }
+        float *xf = malloc(sizeof(float) * NK * (size_t)D), xn[NK], xs[NK], xr2[NK];
+        uint32_t *t8 = calloc((size_t)4 * D4 * 16, 4);
+        K->idx8_pack_keys(kv, D, 0, n, D, xf, t8, xn, xs, xr2);
+        for (int j = 0; j < n && !T_FAILURES(); j++) {
+            float m = 0.0f;
+            int nan = 0;
+            for (int d = 0; d < D; d++) {
+                const float v = ltk_e4m3_to_f32(kv[j * D + d]);
+                nan |= v != v;
+                m = fmaxf(m, fabsf(v));
+            }
+            const float sc = nan || m == 0.0f ? 0.0f : ldexpf(1.0f, (int)ceil(log2((double)(m / 127.0f))));
+            CHECK(xs[j] == sc, "key %d (D %d): scale %g, expected %g", j, D, xs[j], sc);
+            if (nan) {
+                CHECK(!(xr2[j] < INFINITY), "key %d: NaN byte but residual bound %g", j, xr2[j]);
+                continue;
+            }
+            double n2 = 0.0, r2 = 0.0;
+            int bad = 0;
+            for (int d = 0; d < D; d++) {
+                const float v = ltk_e4m3_to_f32(kv[j * D + d]);
+                const int x8 = sc > 0.0f ? (int)rintf(v / sc) : 0;
+                const uint32_t w = t8[((size_t)(j / 16) * D4 + d / 4) * 16 + j % 16];
+                bad += (int)((w >> (8 * (d % 4))) & 0xff) != x8 + 128;
+                n2 += (double)v * v;
+                r2 += ((double)v - (double)sc * x8) * ((double)v - (double)sc * x8);
+            }
+            const double slack = 0x1p-14 * (double)sc * sc * D;
+            CHECK(bad == 0, "key %d (D %d): %d packed bytes differ from RNE(k / s) + 128", j, D, bad);
+            CHECK(xn[j] >= n2 * (1 - 0x1p-20) && xn[j] <= n2 * (1 + 0x1p-10) + 0.5 * (double)sc * sc * D, "key %d: norm bound %g for %g",
+                  j, xn[j], n2);
+            CHECK(xr2[j] >= r2 * (1 - 0x1p-20) && xr2[j] <= r2 * (1 + 0x1p-10) + slack, "key %d: residual bound %g for %g",
+                  j, xr2[j], r2);
+            keys++;
+        }
+        free(kv), free(xf), free(t8);
+    }
+    CHECK(keys > 500, "only %d keys checked", keys);
+}
+
 /* Scales that switch a key off (NaN, inf, negative) or make its score 0, zero heads, zero and
  * negative weights, NaN bytes in keys: nothing that passes may be dropped. */
 static void screen_special_values(void) {
@@ -297,6 +355,7 @@ int main(int argc, char **argv) {
         T_ENTRY(screen_random),
         T_ENTRY(screen_aligned_residual),
         T_ENTRY(screen_special_values),
+        T_ENTRY(pack_keys_exact),
         T_ENTRY(knn_screen_aligned_residual),
         T_ENTRY(knn_screen_special_values),
     };

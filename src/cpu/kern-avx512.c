@@ -619,7 +619,7 @@ int ltkc_cpu_vnni(void) {
  * x8_i = RNE(fl(x_i * fl(127 / m))) (|x8_i| <= 127: |x_i 127/m| (1+u)^2 < 127.5), the residual
  * dx_i = fl(x_i - s x8_i) and r2 = the sum of dx_i^2. A vector is quantised only if m >= mmin
  * (2^-50 for queries and indexer keys, 2^-60 for kNN vectors) and its squared norm is <= 2^100 (so
- * finite, no NaN); otherwise s = 0 (see k8_pack_tile_s for r2). */
+ * finite, no NaN); otherwise s = 0 (see k8_pack_tile for r2). */
 T512VN static inline __m512i q8_chunk(__m512 f, __m512 inv, __m512 sc, __m512 *r2) {
     __m512i xi = _mm512_cvt_roundps_epi32(_mm512_mul_ps(f, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 dx = _mm512_fnmadd_ps(sc, _mm512_cvtepi32_ps(xi), f);
@@ -699,12 +699,14 @@ T512VN static inline void q8_scale8(const float *x, int64_t ldx, int D, float *i
 /* packed[(p*D4 + j)*16 + l] = bytes x8 + 128 (unsigned) of x[16p+l][4j..4j+3], zero padded (x8 = 0);
  * xn[v] canonical squared norm, xs[v] scale (0: x8 = 0), xr2[v] residual sum of squares (+inf: a
  * norm above 2^100, inf or NaN). */
-T512VN static void k8_pack_tile_s(const float *X, int64_t ldx, int nx, int D, uint32_t *packed, float *xn, float *xs,
-                                  float *xr2, int pow2) {
+T512VN static void k8_pack_tile(const float *X, int64_t ldx, int nx, int D, uint32_t *packed, float *xn, float *xs,
+                                float *xr2) {
     int D4 = (D + 3) / 4, np = (nx + 15) / 16;
     /* The smallest max |x_i| quantised: 2^-60 for kNN vectors (so s_x >= 2^-67, and with a query's
-     * s_q >= 2^-57 the product s_q s_x >= 2^-124 stays normal: knn.c), 2^-50 for the indexer's keys. */
-    const float mmin = pow2 ? 0x1p-50f : 0x1p-60f;
+     * s_q >= 2^-57 the product s_q s_x >= 2^-124 stays normal: knn.c). (The indexer's e4m3 keys are
+     * packed from their bytes: k8_idx_pack_keys.) */
+    const float mmin = 0x1p-60f;
+    const int pow2 = 0;
     float inv[16], sc[16];
     float r2[16 * 16] __attribute__((aligned(64)));
     const __m512i flip = _mm512_set1_epi8((char)0x80);
@@ -808,11 +810,7 @@ T512VN static void k8_pack_query_s(const float *q, int D, uint32_t *q4, float *o
     *corr = (int32_t)(128u * tot);
 }
 
-/* The kNN's forms (scale m / 127) and the indexer's (power-of-two scale, e4m3 data). */
-T512VN static void k8_pack_tile(const float *X, int64_t ldx, int nx, int D, uint32_t *packed, float *xn, float *xs,
-                                float *xr2) {
-    k8_pack_tile_s(X, ldx, nx, D, packed, xn, xs, xr2, 0);
-}
+/* The kNN's query form (scale m / 127) and the indexer's (power-of-two scale, e4m3 data). */
 T512VN static void k8_pack_query(const float *q, int D, uint32_t *q4, float *out, int32_t *corr) {
     k8_pack_query_s(q, D, q4, out, corr, 0);
 }
@@ -827,21 +825,142 @@ T512VN static inline __m512 e4m3_to_f32x16(__m128i b) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
 }
 
-/* Keys s0..s0+n-1 of an e4m3 [S, D] array (row stride in bytes), decoded into xf [n][D] and packed
- * by k8_pack_tile. */
-T512VN static void k8_idx_pack_keys(const uint8_t *kv, int64_t stride, int64_t s0, int n, int D, float *xf,
-                                    uint32_t *packed, float *xn, float *xs, float *xr2) {
-    for (int j = 0; j < n; j++) {
-        const uint8_t *k = kv + (s0 + j) * stride;
-        float *o = xf + (size_t)j * D;
-        int d = 0;
-        for (; d + 16 <= D; d += 16) _mm512_storeu_ps(o + d, e4m3_to_f32x16(_mm_loadu_si128((const __m128i *)(k + d))));
-        if (d < D) {
-            const __mmask16 mk = (__mmask16)((1u << (D - d)) - 1);
-            _mm512_mask_storeu_ps(o + d, mk, e4m3_to_f32x16(_mm_maskz_loadu_epi8(mk, k + d)));
+/* The indexer's e4m3 keys packed straight from their bytes. A key's power-of-two scale s = 2^E is a
+ * function of its largest magnitude code cmax (c = byte & 0x7f, ordered as the magnitudes), and so,
+ * for each of the 19 exponents E (e4m3's 2^-9 .. 448 over 127: E in [-16, 2]), |x8| = RNE(v(c) / s)
+ * is a 128-entry table, as are upper bounds of the residual and the squared value in units of s^2:
+ * r2 = ceil((v/s - |x8|)^2 2^16) (<= 2^14) and n2 = ceil(2 (v/s)^2) (<= 32,258), so that
+ * sum dx^2 <= s^2 2^-16 sum r2 and sum x^2 <= s^2 / 2 sum n2. x8 and s are exactly q8_pick's (the
+ * tables come from the same float operations), so the packed bytes are what k8_pack_tile's power-of-two form gave; the two
+ * sums are upper bounds (each term rounded up; the int sums are exact, their float conversion within
+ * 2^-24, inside the 2^-12 the screen adds: indexer.c), which is all the screen's bound needs. A NaN
+ * byte (c = 0x7f) turns the key off (s = 0, xn = NaN, xr2 = +inf), an all-zero key has s = 0. Why:
+ * decoding to fp32 and quantizing in two float passes was the largest cost after the screen itself
+ * in decode at next_n = 2 (perf, `litetopk bench decode --backend cpu --B 8 --ctx 65536 --next-n 2`:
+ * packing 20 units against the screen's 23 and the exact rescoring's 9). */
+static uint16_t k8e_x8[19][128], k8e_r2[19][128], k8e_n2[19][128];
+static int8_t k8e_row[128];   /* cmax -> table row (E + 16), -1: no scale (0 or NaN) */
+static float k8e_s[128];      /* cmax -> s */
+
+static float e4m3_value(int c) { /* magnitude of code c (c < 0x7f) */
+    const int e = c >> 3, f = c & 7;
+    return e == 0 ? ldexpf((float)f, -9) : ldexpf((float)(8 + f), e - 10);
+}
+
+__attribute__((constructor)) static void k8e_init(void) {
+    for (int cm = 0; cm < 128; cm++) {
+        k8e_row[cm] = -1;
+        if (cm == 0 || cm == 0x7f) continue;
+        float t = e4m3_value(cm) / 127.0f; /* q8_pick with pow2 */
+        uint32_t u;
+        memcpy(&u, &t, 4);
+        u = (u + 0x7fffffu) & 0xff800000u;
+        memcpy(&t, &u, 4);
+        k8e_s[cm] = t;
+        k8e_row[cm] = (int8_t)(((int)(u >> 23) - 127) + 16);
+    }
+    for (int r = 0; r < 19; r++) {
+        const float sc = ldexpf(1.0f, r - 16), inv = 1.0f / sc;
+        for (int c = 0; c < 128; c++) {
+            const float v = c == 0x7f ? 0.0f : e4m3_value(c);
+            const float q = v * inv;
+            if (!(q <= 127.5f)) { /* above any key's largest value at this scale: never looked up */
+                k8e_x8[r][c] = k8e_r2[r][c] = k8e_n2[r][c] = 0;
+                continue;
+            }
+            const float x8 = rintf(q);
+            const double d = (double)q - (double)x8;
+            k8e_x8[r][c] = (uint16_t)x8;
+            k8e_r2[r][c] = (uint16_t)ceil(d * d * 65536.0);
+            k8e_n2[r][c] = (uint16_t)ceil(2.0 * (double)q * (double)q);
         }
     }
-    k8_pack_tile_s(xf, D, n, D, packed, xn, xs, xr2, 1);
+}
+
+/* t[c & 63] from the 128-entry word table at lut (4 registers), by bit 6 of c. */
+T512 static inline __m512i k8e_look(__m512i c, const __m512i *lut) {
+    const __m512i lo = _mm512_permutex2var_epi16(lut[0], c, lut[1]), hi = _mm512_permutex2var_epi16(lut[2], c, lut[3]);
+    return _mm512_mask_blend_epi16(_mm512_test_epi16_mask(c, _mm512_set1_epi16(0x40)), lo, hi);
+}
+
+/* Keys s0..s0+n-1 (n <= 64) of an e4m3 [S, D] array (row stride in bytes), packed as k8_pack_tile
+ * lays them out (power-of-two scales), with their scales and squared-norm and residual bounds. xf
+ * is unused (the interface's scratch). */
+T512VN static void k8_idx_pack_keys(const uint8_t *kv, int64_t stride, int64_t s0, int n, int D, float *xf,
+                                    uint32_t *packed, float *xn, float *xs, float *xr2) {
+    (void)xf;
+    const int D4 = (D + 3) / 4, np = (n + 15) / 16;
+    const __m512i m7 = _mm512_set1_epi8(0x7f), m7w = _mm512_set1_epi16(0x7f), ones = _mm512_set1_epi16(1);
+    const __m512i c128 = _mm512_set1_epi16(128), flip = _mm512_set1_epi8((char)0x80);
+    for (int p = 0; p < np; p++) {
+        const int nv = n - p * 16 < 16 ? n - p * 16 : 16;
+        int rowi[16];
+        for (int l = 0; l < 16; l++) { /* each key's largest magnitude code */
+            rowi[l] = -1;
+            if (l >= nv) continue;
+            const uint8_t *k = kv + (s0 + p * 16 + l) * stride;
+            __m512i mx = _mm512_setzero_si512();
+            for (int d = 0; d < D; d += 64) {
+                const __mmask64 mk = D - d >= 64 ? ~0ull : (1ull << (D - d)) - 1;
+                mx = _mm512_max_epu8(mx, _mm512_and_si512(_mm512_maskz_loadu_epi8(mk, k + d), m7));
+            }
+            __m256i h = _mm256_max_epu8(_mm512_castsi512_si256(mx), _mm512_extracti64x4_epi64(mx, 1));
+            __m128i q = _mm_max_epu8(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            q = _mm_max_epu8(q, _mm_srli_si128(q, 8));
+            q = _mm_max_epu8(q, _mm_srli_si128(q, 4));
+            q = _mm_max_epu8(q, _mm_srli_si128(q, 2));
+            q = _mm_max_epu8(q, _mm_srli_si128(q, 1));
+            const int cm = _mm_extract_epi8(q, 0);
+            const int j = p * 16 + l;
+            rowi[l] = k8e_row[cm];
+            xs[j] = rowi[l] >= 0 ? k8e_s[cm] : 0.0f;
+            if (cm == 0x7f) xn[j] = NAN, xr2[j] = INFINITY;
+            else if (cm == 0) xn[j] = 0.0f, xr2[j] = 0.0f;
+        }
+        __m512i sr[16], sn[16];
+        for (int l = 0; l < 16; l++) sr[l] = sn[l] = _mm512_setzero_si512();
+        for (int j0 = 0; j0 < D4; j0 += 16) {
+            const int d0 = 4 * j0;
+            const __mmask64 mk = D - d0 >= 64 ? ~0ull : (1ull << (D - d0)) - 1;
+            __m512i r[16];
+            for (int l = 0; l < 16; l++) {
+                if (rowi[l] < 0) { /* x8 = 0: zero, NaN or padding keys */
+                    r[l] = flip;
+                    continue;
+                }
+                const uint8_t *k = kv + (s0 + p * 16 + l) * stride + d0;
+                const __m512i b = _mm512_maskz_loadu_epi8(mk, k);
+                __m512i lx[4], lr[4], ln[4];
+                for (int t = 0; t < 4; t++) {
+                    lx[t] = _mm512_loadu_si512((const void *)(k8e_x8[rowi[l]] + 32 * t));
+                    lr[t] = _mm512_loadu_si512((const void *)(k8e_r2[rowi[l]] + 32 * t));
+                    ln[t] = _mm512_loadu_si512((const void *)(k8e_n2[rowi[l]] + 32 * t));
+                }
+                __m256i out[2];
+                for (int hh = 0; hh < 2; hh++) {
+                    const __m512i w = _mm512_cvtepu8_epi16(hh ? _mm512_extracti64x4_epi64(b, 1) : _mm512_castsi512_si256(b));
+                    const __m512i c = _mm512_and_si512(w, m7w);
+                    const __m512i x8 = k8e_look(c, lx);
+                    const __mmask32 neg = _mm512_test_epi16_mask(w, c128);
+                    const __m512i u = _mm512_mask_sub_epi16(_mm512_add_epi16(c128, x8), neg, c128, x8); /* x8 + 128 */
+                    out[hh] = _mm512_cvtepi16_epi8(u);
+                    sr[l] = _mm512_add_epi32(sr[l], _mm512_madd_epi16(k8e_look(c, lr), ones));
+                    sn[l] = _mm512_add_epi32(sn[l], _mm512_madd_epi16(k8e_look(c, ln), ones));
+                }
+                r[l] = _mm512_inserti64x4(_mm512_castsi256_si512(out[0]), out[1], 1);
+            }
+            transpose16(r);
+            const int nj = D4 - j0 < 16 ? D4 - j0 : 16;
+            for (int m = 0; m < nj; m++) _mm512_storeu_si512((void *)(packed + ((size_t)p * D4 + j0 + m) * 16), r[m]);
+        }
+        for (int l = 0; l < nv; l++) {
+            if (rowi[l] < 0) continue;
+            const int j = p * 16 + l;
+            const float s2 = xs[j] * xs[j];
+            xn[j] = s2 * 0.5f * (float)_mm512_reduce_add_epi32(sn[l]);
+            xr2[j] = s2 * 0x1p-16f * (float)_mm512_reduce_add_epi32(sr[l]);
+        }
+    }
 }
 
 /* acc += the u8 x s8 dot of each lane (vpdpbusd) in place: with the intrinsic, gcc kept each of
