@@ -16,6 +16,7 @@ typedef struct {
     int nth;
     int screen;     /* the publication's int8 screen may run (fused, e4m3, VNNI) */
     int64_t kcap;   /* its buffer for the row's own top-k */
+    int grp;        /* rows a thread screens together (<= SRB, so that every thread has a group) */
     int D4;
     ltkc_idx_geom g;
     size_t qrow, tileb;
@@ -201,6 +202,8 @@ static cand_plan blocks_plan(const ltk_blocks_args *a, const ltk_exec *e) {
     cand_plan p = make_plan(&a->ix, e, n, n / a->block_size + 2, kmax), q = p;
     q.screen = 1; /* the slice again, with the screen's arrays */
     q.kcap = 2 * (int64_t)a->ix.k + 256;
+    const int64_t per = (a->ix.T + q.nth - 1) / (q.nth > 0 ? q.nth : 1);
+    q.grp = per < 1 ? 1 : per > SRB ? SRB : (int)per;
     ltkc_ws w = {NULL, 0};
     cand_thr x;
     carve(&q, &w, &x);
@@ -469,20 +472,20 @@ static void blocks_emit(const ltk_blocks_args *ba, const cand_plan *p, cand_thr 
     }
 }
 
-/* A thread takes SRB rows where the screen runs, else a row. */
+/* A thread takes p->grp rows where the screen runs, else a row. */
 static void blocks_rows(const void *args, const cand_plan *p, cand_thr *x, int64_t g) {
     const ltk_blocks_args *ba = args;
     if (!p->screen) {
         blocks_row(ba, p, x, g);
         return;
     }
-    const int64_t t0 = g * SRB, t1 = t0 + SRB < ba->ix.T ? t0 + SRB : ba->ix.T;
+    const int64_t t0 = g * p->grp, t1 = t0 + p->grp < ba->ix.T ? t0 + p->grp : ba->ix.T;
     blocks_group(ba, p, x, t0, t1);
 }
 
 ltk_status ltkc_blocks(const ltk_blocks_args *a, const ltk_exec *e, void *ws, size_t wsb) {
     const cand_plan p = blocks_plan(a, e);
-    return run_rows(&p, a, p.screen ? (a->ix.T + SRB - 1) / SRB : a->ix.T, blocks_rows, e, ws, wsb, "blocks");
+    return run_rows(&p, a, p.screen ? (a->ix.T + p.grp - 1) / p.grp : a->ix.T, blocks_rows, e, ws, wsb, "blocks");
 }
 
 /* ---- ltk_candidates_topk ---------------------------------------------------------------------- */
