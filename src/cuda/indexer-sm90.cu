@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     if (threadIdx.x == 0) {
         for (int s = 0; s < cfg::NSTAGE; s++) {
             ltk_mbar_init(&full_b[s], VAR == SM90_VAR_LISTED ? 33 : 1); /* (listed: the lanes' scale copies too) */
-            ltk_mbar_init(&empty_b[s], SM90_MATH_WARPS);
+            ltk_mbar_init(&empty_b[s], VAR == SM90_VAR_LISTED ? 32 * SM90_MATH_WARPS : SM90_MATH_WARPS);
         }
         for (int s = 0; s < 2; s++) {
             ltk_mbar_init(&qfull_b[s], 1);
@@ -432,10 +432,11 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                              * score only: 8.9 ms, 3.6 in blocks of 64 for the same keys); issued by
                              * the lanes, 4.7 ms. (cp.async for the keys too, each producer waiting
                              * on its copies, was 11.6 ms: too few bytes in flight.) */
-                            if (lane == 0) {
-                                sm90_wait(&empty_b[stage], phase ^ 1u, p, 0, 1, u, it, t, stage);
-                                ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128);
-                            }
+                            /* every lane waits for the stage itself, as every consumer lane frees it:
+                             * its cp.async writes the scales the consumers read (an acquire by lane 0
+                             * then __syncwarp left racecheck reporting hazards on them) */
+                            sm90_wait(&empty_b[stage], phase ^ 1u, p, 0, 1, u, it, t, stage);
+                            if (lane == 0) ltk_mbar_arrive_expect_tx(&full_b[stage], SM90_BKV * 128);
                             __syncwarp();
                             const int bsh = __ffs(p.pg.bkv) - 1, wnd = need - cur_base;
                             int32_t id = __shfl_sync(0xffffffffu, cur, (wnd + lane) & 31);
@@ -689,7 +690,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             /* every lane's kv_scale read of this stage is ordered before lane 0 frees it (the next
              * TMA into the stage overwrites the scales; the wait above orders only the wgmma) */
             __syncwarp();
-            if (lane == 0) ltk_mbar_arrive(&empty_b[stage]);
+            if (VAR == SM90_VAR_LISTED || lane == 0) ltk_mbar_arrive(&empty_b[stage]);
             if (++stage == cfg::NSTAGE) {
                 stage = 0;
                 phase ^= 1u;
