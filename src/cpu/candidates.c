@@ -97,7 +97,7 @@ static void carve(const cand_plan *p, ltkc_ws *w, cand_thr *x) {
         x->rtmp.keys = ltkc_take(w, sizeof(uint32_t) * (size_t)p->kcap);
         x->rtmp.pos = ltkc_take(w, sizeof(int32_t) * (size_t)p->kcap);
         x->rtmp.hist = ltkc_take(w, sizeof(uint32_t) * 2048);
-        x->xf = ltkc_take(w, sizeof(float) * LTKC_IDX_NK * D);
+        x->xf = ltkc_take(w, sizeof(float) * D); /* ltkc_idx8_row's scratch */
         x->tile8 = ltkc_take(w, sizeof(uint32_t) * 4 * D4 * 16);
         x->kxn = ltkc_take(w, sizeof(float) * LTKC_IDX_NK);
         x->kxs = ltkc_take(w, sizeof(float) * LTKC_IDX_NK);
@@ -358,8 +358,8 @@ static void blocks_group(const ltk_blocks_args *ba, const cand_plan *p, cand_thr
         int any = 0;
         for (int r = 0; r < nr; r++) any |= rows[r]->live && rows[r]->lo < s1 && rows[r]->hi > s0;
         if (!any) continue;
-        ltkc_idx8_keys(K, (const uint8_t *)a->kv, a->kv_stride_s, a->kv_scale, s0, (int)(s1 - s0), p->g.D, x->xf,
-                       x->tile8, x->kxn, x->kxs, x->kxr2, x->kb);
+        ltkc_idx8_keys(K, (const uint8_t *)a->kv, a->kv_stride_s, a->kv_scale, s0, (int)(s1 - s0), p->g.D, x->tile8,
+                       x->kxn, x->kxs, x->kxr2, x->kb);
         for (int r = 0; r < nr; r++) {
             scr_row *y = rows[r];
             if (!y->live || y->lo >= s1 || y->hi <= s0) continue;

@@ -121,12 +121,13 @@ typedef struct ltkc_kern {
                         const float *xa, const float *edge, uint64_t *mask, int mask_words, const struct ltkc_pf *pf);
 
     /* Indexer int8 screen (NULL unless AVX-512; usable iff ltkc_cpu_vnni()). pack_keys: e4m3 keys
-     * s0..s0+n-1 (n <= 64) decoded into xf [n][D] and packed as knn8_pack_tile does, pack_query as
-     * knn8_pack_query, both with power-of-two scales. screen: one
+     * s0..s0+n-1 (n <= 64) packed as knn8_pack_tile lays them out (from their bytes, with upper bounds
+     * of the squared norms and residual sums), pack_query as knn8_pack_query, both with power-of-two
+     * scales. screen: one
      * row's H heads (q4 [H][D4], corr[H] from idx8_pack_query, wq[h] = w_h times its scale) against
      * that tile; kb = per-key [c1 | kv|k| | kv R_k] (64 each), rc = the row's A+, B+, A, W; bit j of the
      * result iff the upper bound of key j's canonical score is not below edge (indexer.c). */
-    void (*idx8_pack_keys)(const uint8_t *kv, int64_t stride, int64_t s0, int n, int D, float *xf,
+    void (*idx8_pack_keys)(const uint8_t *kv, int64_t stride, int64_t s0, int n, int D,
                            uint32_t *packed, float *xn, float *xs, float *xr2);
     void (*idx8_pack_query)(const float *q, int D, uint32_t *q4, float *out, int32_t *corr);
     uint64_t (*idx8_screen)(const uint32_t *q4, const int32_t *corr, const float *wq, int H, int D,
@@ -149,7 +150,7 @@ const ltkc_kern *ltkc_kernels(void);
 int ltkc_idx8_row(const ltkc_kern *K, const uint8_t *q, const float *w, int H, int D, float *qf, uint32_t *q4,
                   int32_t *corr, float *wq, float *rcon, int32_t *hs_out);
 void ltkc_idx8_keys(const ltkc_kern *K, const uint8_t *kv, int64_t stride, const float *kv_scale, int64_t s0, int n,
-                    int D, float *xf, uint32_t *tile8, float *kxn, float *kxs, float *kxr2, float *kb);
+                    int D, uint32_t *tile8, float *kxn, float *kxs, float *kxr2, float *kb);
 int ltkc_cpu_vnni(void); /* AVX-512 VNNI present (the knn8 entries may run) */
 /* The kNN screens' parameters (knn.c; also called by tests/test-cpu-screen.c): one query's int8
  * form and LTKC_QA8 floats, and a tile's per-vector SoA [4 or 6][n rounded up to 16]. */

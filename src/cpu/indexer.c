@@ -61,9 +61,9 @@ typedef struct {
     /* materialize select */
     ltkc_selws sel;
     uint32_t *okey;
-    /* int8 screen (plan.scr_ws): the key tile decoded and packed, per key bound terms, per row the
+    /* int8 screen (plan.scr_ws): the key tile packed, per key bound terms, per row the
      * packed heads and constants, per row the survivors waiting to be scored exactly */
-    float *xf;                       /* [NK][D] decoded keys */
+    float *xf;                       /* [D] ltkc_idx8_row's scratch */
     uint32_t *tile8;                 /* knn8_pack_tile layout */
     float *kxn, *kxs, *kxr2;         /* [NK] canonical |k|^2, scale (0: off), residual sum of squares */
     float *kb;                       /* [3][NK] kv s_k (NaN: never screened out), kv |k|, kv R_k bounds */
@@ -150,7 +150,7 @@ static size_t layout(const ltk_indexer_args *a, const plan *p, int mat, char *ba
             x.svalid = ltkc_take(&w, sizeof(float) * (size_t)p->ms);
             if (p->scr_ws) {
                 size_t H = (size_t)p->g.H, D = (size_t)p->g.D, D4 = (size_t)p->D4;
-                x.xf = ltkc_take(&w, sizeof(float) * NK * D);
+                x.xf = ltkc_take(&w, sizeof(float) * D);
                 x.tile8 = ltkc_take(&w, sizeof(uint32_t) * 4 * D4 * 16);
                 x.kxn = ltkc_take(&w, sizeof(float) * NK);
                 x.kxs = ltkc_take(&w, sizeof(float) * NK);
@@ -376,11 +376,11 @@ int ltkc_idx8_row(const ltkc_kern *K, const uint8_t *q, const float *w, int H, i
     return isfinite(rcon[0]) && isfinite(rcon[1]) && isfinite(rcon[2]) && isfinite(rcon[3]);
 }
 
-/* Decodes and packs keys s0..s0+n-1 (n <= 64) of an e4m3 [S, D] array, with each key's bound terms
- * kb = [kv s_k (NaN: always scored) | kv |k| | kv R_k] (64 each); xf: 64 D floats of scratch. */
+/* Packs keys s0..s0+n-1 (n <= 64) of an e4m3 [S, D] array, with each key's bound terms
+ * kb = [kv s_k (NaN: always scored) | kv |k| | kv R_k] (64 each). */
 void ltkc_idx8_keys(const ltkc_kern *K, const uint8_t *kv, int64_t stride, const float *kv_scale, int64_t s0, int n,
-                    int D, float *xf, uint32_t *tile8, float *kxn, float *kxs, float *kxr2, float *kb) {
-    K->idx8_pack_keys(kv, stride, s0, n, D, xf, tile8, kxn, kxs, kxr2);
+                    int D, uint32_t *tile8, float *kxn, float *kxs, float *kxr2, float *kb) {
+    K->idx8_pack_keys(kv, stride, s0, n, D, tile8, kxn, kxs, kxr2);
     for (int j = 0; j < NK; j++) {
         if (j >= n) { /* padding lanes: never read (masked), kept finite */
             kb[j] = kb[NK + j] = kb[2 * NK + j] = 0.0f;
@@ -403,7 +403,7 @@ static int screen_row_setup(const ltk_indexer_args *a, const plan *p, const ltkc
 }
 
 static void screen_tile_setup(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, int64_t s0, int n) {
-    ltkc_idx8_keys(K, (const uint8_t *)a->kv, a->kv_stride_s, a->kv_scale, s0, n, p->g.D, x->xf, x->tile8, x->kxn,
+    ltkc_idx8_keys(K, (const uint8_t *)a->kv, a->kv_stride_s, a->kv_scale, s0, n, p->g.D, x->tile8, x->kxn,
                    x->kxs, x->kxr2, x->kb);
 }
 

@@ -884,11 +884,9 @@ T512 static inline __m512i k8e_look(__m512i c, const __m512i *lut) {
 }
 
 /* Keys s0..s0+n-1 (n <= 64) of an e4m3 [S, D] array (row stride in bytes), packed as k8_pack_tile
- * lays them out (power-of-two scales), with their scales and squared-norm and residual bounds. xf
- * is unused (the interface's scratch). */
-T512VN static void k8_idx_pack_keys(const uint8_t *kv, int64_t stride, int64_t s0, int n, int D, float *xf,
-                                    uint32_t *packed, float *xn, float *xs, float *xr2) {
-    (void)xf;
+ * lays them out (power-of-two scales), with their scales and squared-norm and residual bounds. */
+T512VN static void k8_idx_pack_keys(const uint8_t *kv, int64_t stride, int64_t s0, int n, int D, uint32_t *packed,
+                                    float *xn, float *xs, float *xr2) {
     const int D4 = (D + 3) / 4, np = (n + 15) / 16;
     const __m512i m7 = _mm512_set1_epi8(0x7f), m7w = _mm512_set1_epi16(0x7f), ones = _mm512_set1_epi16(1);
     const __m512i c128 = _mm512_set1_epi16(128), flip = _mm512_set1_epi8((char)0x80);
