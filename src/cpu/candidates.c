@@ -295,20 +295,14 @@ static void blocks_emit(const ltk_blocks_args *ba, const cand_plan *p, cand_thr 
                         const int64_t *cid, int64_t nc);
 static void blocks_row(const void *args, const cand_plan *p, cand_thr *x, int64_t t);
 
-/* A screened row's own top-k from its buffer, as the exact path writes it (best_of: sorted by the
- * ORDER, ties by the lower position; by position where asked). */
-static void keys_emit(const ltk_blocks_args *ba, cand_thr *x, scr_row *y) {
+/* A screened row's own top-k from its buffer, by best_of as the exact path writes it (the buffer's
+ * positions ascend with the keys, so ties and by-position order carry over). */
+static void keys_emit(const ltk_blocks_args *ba, const cand_plan *p, cand_thr *x, scr_row *y) {
     const ltk_indexer_args *a = &ba->ix;
     const int64_t base = (a->flags & LTK_FLAG_ABSOLUTE) ? 0 : y->lo;
     int32_t *oi = a->out_idx + y->t * a->out_stride;
     float *os = a->out_scores ? a->out_scores + y->t * a->out_stride : NULL;
-    int64_t be;
-    const int64_t m = ltkc_row_final(&y->kr, &x->rtmp, x->sa, x->sb, 0, x->opos, &be);
-    if (a->flags & LTK_FLAG_BY_INDEX) { /* buffer positions ascend with the keys */
-        for (int64_t j = 0; j < m; j++) x->sa[j] = (uint64_t)(uint32_t)x->opos[j];
-        ltkc_sort_u64(x->sa, x->sb, m);
-        for (int64_t j = 0; j < m; j++) x->opos[j] = (int32_t)(uint32_t)x->sa[j];
-    }
+    const int64_t m = best_of(p, x, y->kr.score, y->kr.count, a->k, (a->flags & LTK_FLAG_BY_INDEX) != 0);
     for (int32_t j = 0; j < a->k; j++) {
         oi[j] = j < m ? (int32_t)(y->kr.idx[x->opos[j]] - base) : -1;
         if (os) os[j] = j < m ? y->kr.score[x->opos[j]] : -__builtin_inff();
@@ -327,9 +321,9 @@ static void keys_emit(const ltk_blocks_args *ba, cand_thr *x, scr_row *y) {
  * ltkc_pred_rank_tail), rises to the block_k-th best of the listed blocks whenever block_k / 16
  * more reach it, and is proven at the end: >= block_k blocks with bmax >= the final e (each bmax
  * <= its block's maximum) put the k-th best at or above it, and so above every e a tile was
- * screened at. A row without a
- * prediction, one whose proof fails and one where over 30% of the keys survive (the exact scan is
- * cheaper then: indexer.c SCR_OFF_FRAC) takes the exact path (blocks_row). The row's own top-k
+ * screened at. A row without a prediction, one whose proof fails and one where over 30% of the keys
+ * survive (the exact scan is cheaper then: indexer.c SCR_OFF_FRAC) takes the exact path
+ * (blocks_row). The row's own top-k
  * (k > 0) rides along: its gate starts at the sample keys' predicted rank, rises by exact
  * compactions of its buffer (ltkc_row, MODE_EDGE), and the screen runs at the lower of the two
  * gates; >= k entries pushed prove it, as in the fused indexer. Why: T = 64, S = 64K,
@@ -391,7 +385,7 @@ static void blocks_group(const ltk_blocks_args *ba, const cand_plan *p, cand_thr
             blocks_row(ba, p, x, y->t);
             continue;
         }
-        if (a->k > 0) keys_emit(ba, x, y);
+        if (a->k > 0) keys_emit(ba, p, x, y);
         blocks_emit(ba, p, x, y->t, y->bmax, y->cl, c);
     }
 }
