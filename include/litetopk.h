@@ -141,7 +141,7 @@ typedef enum ltk_algo {
 #define LTK_FLAG_UNSORTED 0x1u /* output order within a row unspecified (the set is unchanged) */
 #define LTK_FLAG_ABSOLUTE 0x2u /* indexer/select: indices are absolute, not relative to the row start */
 #define LTK_FLAG_PHYSICAL 0x4u /* decode: physical cache slots instead of logical positions (see ltk_decode_args) */
-#define LTK_FLAG_PIN_NEWEST 0x8u /* blocks: a row's newest block, when partial, ranks first (see ltk_blocks_args) */
+#define LTK_FLAG_PIN_NEWEST 0x8u /* blocks: a row's newest block ranks first (see ltk_blocks_args) */
 #define LTK_FLAG_BY_INDEX 0x10u  /* blocks, candidates: the set in ascending index order instead of by rank */
 
 /* ---------------------------------------------------------------------------------------------
@@ -352,9 +352,10 @@ LTK_API ltk_status ltk_decode_topk(const ltk_decode_args *args, const ltk_exec *
  * ltk_blocks_topk, the source layer: for each row t the exact top block_k blocks ranked by the
  * block's score, the largest I[t,s] (the indexer's scores) over its keys in the row, in ORDER (a
  * block of NaN scores only is NaN, ranking last), ties by the lower block id. With
- * LTK_FLAG_PIN_NEWEST the block holding key ke[t] - 1, when ke[t] is not a multiple of b, ranks
- * first and reports +inf, as SGLang's and vLLM's publications force it (their other ties follow
- * torch.topk and are not reproducible; ours are).
+ * LTK_FLAG_PIN_NEWEST the block holding key ke[t] - 1 (full or partial) ranks first and reports
+ * +inf, as SGLang's and vLLM's publications force it (vLLM's select_candidate_blocks pins block
+ * (ke - ks - 1) / b of every non-empty row, SGLang's amax8_varlen the row's last block; their other
+ * ties follow torch.topk and are not reproducible; ours are).
  *   out_blocks        [T, block_k] int32 block ids, row t at out_blocks + t*blocks_stride; -1 padding
  *   out_block_scores  [T, block_k] fp32 or NULL, same stride; -inf padding
  * By rank; LTK_FLAG_BY_INDEX ascending ids (SGLang's block table); LTK_FLAG_UNSORTED any order. A

@@ -145,8 +145,8 @@ static void blocks_case(int64_t T, int64_t S, int32_t b, int32_t bk, int32_t k, 
                     }
                 bl[i].s = best + 0.0, bl[i].i = j;
             }
-            /* the pin: the newest partial block first, as +inf, before a real +inf of a lower id */
-            int64_t pinned = (flags & LTK_FLAG_PIN_NEWEST) && nb > 0 && hi % b != 0 ? (hi - 1) / b : -1;
+            /* the pin: the newest block (full or partial) first, as +inf, before a real +inf of a lower id */
+            int64_t pinned = (flags & LTK_FLAG_PIN_NEWEST) && nb > 0 ? (hi - 1) / b : -1;
             qsort(bl, (size_t)nb, sizeof *bl, ent_cmp);
             if (pinned >= 0) {
                 int64_t at = 0;

@@ -514,28 +514,29 @@ def _block_list(blocks, rows, ctx):
 
 
 def blocks_topk(q, kv, kv_scale, weights, ks, ke, n_blocks, *, block_size=8, pin_newest=True, by_index=True,
-                topk=0, relative=True, sorted=True, return_scores=False, backend="auto", algo="fused", workspace=None,
-                stats=None, dtype=None, num_threads=0, stream=None):
+                topk=0, relative=True, sorted=True, return_scores=False, out=None, backend="auto", algo="fused",
+                workspace=None, stats=None, dtype=None, num_threads=0, stream=None):
     """DeepSeek-V4.1's block publication (the source layer): for each query row, the exact top
     ``n_blocks`` blocks of ``block_size`` consecutive keys, ranked by the block's largest indexer
     score inside the row's range ``[ks, ke)`` (ties by the lower block id, NaN last).
 
-    Inputs as :func:`indexer_topk`. ``pin_newest``: the block holding key ``ke - 1``, when partial,
-    ranks first with score +inf (SGLang and vLLM force it). ``by_index``: ids ascending (SGLang's
+    Inputs as :func:`indexer_topk`. ``pin_newest``: the block holding key ``ke - 1`` (full or
+    partial) ranks first with score +inf (SGLang and vLLM force it). ``by_index``: ids ascending (SGLang's
     block table), else by rank. A row with at most ``n_blocks`` blocks returns them all, ascending.
     ``topk > 0`` also returns the row's ordinary top-k from the same scores (``relative``,
     ``sorted`` as in :func:`indexer_topk`).
 
     Returns ``blocks`` (int32 ``[T, n_blocks]``, absolute block ids ``s // block_size``, -1
     padding), then ``block_scores`` with ``return_scores``, then ``indices`` (and ``scores``) of
-    the ordinary top-k when ``topk > 0``. Backends: ref, cpu and cuda.
+    the ordinary top-k when ``topk > 0``. ``out``: the blocks' output array (int32 ``[T,
+    n_blocks]``, rows may be strided), written in place and returned. Backends: ref, cpu and cuda.
     """
     a, ctx, ia, sca, keep = _indexer_prepare(q, kv, kv_scale, weights, ks, ke, topk if topk > 0 else 1, relative,
                                              sorted, return_scores and topk > 0, None, None, backend, algo, dtype,
                                              num_threads, stream)
     T = a.T
     nb = _check_k(n_blocks, "blocks")
-    bo, bs = _outputs2((None, None), ("out blocks", "out block scores"),
+    bo, bs = _outputs2((out, None), ("out blocks", "out block scores"),
                        ((T, nb), (T, nb) if return_scores else None), ("int32", "float32"), ctx, T, nb)
     b = _ffi.ltk_blocks_args()
     b.ix = a
@@ -584,22 +585,22 @@ def candidates_topk(q, kv, kv_scale, weights, ks, ke, blocks, topk, *, block_siz
 
 
 def decode_blocks_topk(q, kv_cache, weights, lens, block_table, n_blocks, *, block_size=8, pin_newest=True,
-                       by_index=True, topk=0, physical=False, sorted=True, return_scores=False, block_kv=None,
-                       max_len=0, backend="auto", algo="fused", stats=None, dtype=None, num_threads=0):
+                       by_index=True, topk=0, physical=False, sorted=True, return_scores=False, out=None,
+                       block_kv=None, max_len=0, backend="auto", algo="fused", stats=None, dtype=None, num_threads=0):
     """The block publication of :func:`blocks_topk` over :func:`decode_topk`'s paged FP8 cache
     (``ltk_decode_blocks_topk``): row ``t`` sees positions ``[0, len(t))`` of its request, block
     ``j`` is positions ``[j * block_size, (j + 1) * block_size)``. Inputs as :func:`decode_topk`;
     ``pin_newest``, ``by_index``, ``topk`` as :func:`blocks_topk` (the ordinary top-k as
     :func:`decode_topk` returns it, ``physical`` slots included). Returns ``blocks`` (int32
     ``[B * next_n, n_blocks]``, logical block ids, -1 padding), then ``block_scores`` with
-    ``return_scores``, then ``indices`` (and ``scores``) when ``topk > 0``. Backends: ref, cpu and
-    cuda (q e4m3)."""
+    ``return_scores``, then ``indices`` (and ``scores``) when ``topk > 0``; ``out`` as
+    :func:`blocks_topk`'s. Backends: ref, cpu and cuda (q e4m3)."""
     a, ctx, ia, sca = _decode_prepare(q, kv_cache, weights, lens, block_table, topk if topk > 0 else 1, block_kv,
                                       max_len, physical, sorted, return_scores and topk > 0, None, backend, algo, dtype,
                                       num_threads, None)
     rows = a.B * a.next_n
     nb = _check_k(n_blocks, "blocks")
-    bo, bs = _outputs2((None, None), ("out blocks", "out block scores"),
+    bo, bs = _outputs2((out, None), ("out blocks", "out block scores"),
                        ((rows, nb), (rows, nb) if return_scores else None), ("int32", "float32"), ctx, rows, nb)
     d = _ffi.ltk_decode_blocks_args()
     d.dx = a

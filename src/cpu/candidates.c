@@ -430,7 +430,7 @@ static void blocks_row(const void *args, const cand_plan *p, cand_thr *x, int64_
 
 /* Row t's published blocks from its candidate blocks' maxima cb[0..nc) at block offsets cid (NULL:
  * every block of the row, cid[i] = i), ascending: the block_k best (ties by the lower block), the
- * newest partial block pinned first where asked, by block id where asked. A block outside the
+ * newest block pinned first where asked, by block id where asked. A block outside the
  * candidates is never published but for the pin (whose score is +inf). */
 static void blocks_emit(const ltk_blocks_args *ba, const cand_plan *p, cand_thr *x, int64_t t, const float *cb,
                         const int64_t *cid, int64_t nc) {
@@ -444,8 +444,8 @@ static void blocks_emit(const ltk_blocks_args *ba, const cand_plan *p, cand_thr 
     for (int64_t j = 0; j < m; j++) sc[j] = cb[x->opos[j]];
     if (cid)
         for (int64_t j = 0; j < m; j++) x->opos[j] = (int32_t)cid[x->opos[j]];
-    const int64_t pin = (a->flags & LTK_FLAG_PIN_NEWEST) && nb > 0 && hi % b != 0 ? nb - 1 : -1;
-    if (pin >= 0) { /* the newest, partial block first: in place of the worst where it is not among them */
+    const int64_t pin = (a->flags & LTK_FLAG_PIN_NEWEST) && nb > 0 ? nb - 1 : -1;
+    if (pin >= 0) { /* the newest block first: in place of the worst where it is not among them */
         int64_t at = 0;
         while (at < m && x->opos[at] != pin) at++;
         if (at == m) at = m - 1;

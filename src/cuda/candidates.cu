@@ -92,7 +92,7 @@ __global__ void cx_blk_ranges_kernel(const int32_t *ks, const int32_t *ke, int64
 
 /* The contract's row rules over the select's output (litetopk.h, ltk_blocks_topk): a row of at
  * most block_k blocks returned whole (ascending, unscored) where loose and unscored; the newest
- * partial block first at +inf (PIN_NEWEST); ascending ids (BY_INDEX). Pinned rows by rank (the
+ * block first at +inf (PIN_NEWEST); ascending ids (BY_INDEX). Pinned rows by rank (the
  * select sorted them): the others are the first block_k - 1 of its list without the pinned one.
  * Pinned rows in any order (the select left them unsorted): the pinned block's slot is the one
  * it holds, else the worst of the list's (the least block maximum in ORDER, from buf), and
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(SORT_THREADS)
             for (int j = threadIdx.x; j < block_k; j += SORT_THREADS) ob[j] = j < nb ? (int32_t)(j0 + j) : -1;
             continue;
         }
-        const int64_t pin = (flags & LTK_FLAG_PIN_NEWEST) && nb > 0 && hi % b != 0 ? j0 + nb - 1 : -1;
+        const int64_t pin = (flags & LTK_FLAG_PIN_NEWEST) && nb > 0 ? j0 + nb - 1 : -1;
         if (pin >= 0 && loose) {
             if (threadIdx.x == 0) pin_at = m, worst = ~0ull;
             __syncthreads();

@@ -238,7 +238,7 @@ static ltk_status ref_blocks_exact(const ltk_blocks_args *ba, const ltk_exec *e)
                 blk[i].idx = j;
             }
             qsort(blk, (size_t)nb, sizeof *blk, cmp_scored);
-            if ((a->flags & LTK_FLAG_PIN_NEWEST) && nb > 0 && hi % b != 0) { /* the newest, partial block first */
+            if ((a->flags & LTK_FLAG_PIN_NEWEST) && nb > 0) { /* the newest block first (full or partial) */
                 const int64_t jn = (hi - 1) / b;
                 int64_t at = 0;
                 while (blk[at].idx != jn) at++;
