@@ -150,3 +150,24 @@ def test_sglang_decode_table_and_select():
                                            backend="ref")
     for t in range(rows):
         assert sorted(pi[t].tolist()) == sorted(want[t].tolist()), t
+
+
+def test_torch_paths_equal_numpy():
+    """The torch branches of the conventions (relative ids, INT32_MAX padding, pool blocks, valid
+    lengths) give the numpy branches' arrays, on CPU tensors."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(77)
+    q, kv, w, lo, hi = aligned_problem(rng, 8)
+    want = litetopk.fp8_mqa_candidate_blocks(q, kv, w, lo, hi, 6, 8, backend="cpu")
+    got = litetopk.fp8_mqa_candidate_blocks(*(torch.from_numpy(x) for x in (q, kv, w, lo, hi)), 6, 8, backend="cpu")
+    assert np.array_equal(got.numpy(), want)
+    B, next_n, D, bkv = 3, 2, 16, 16
+    qd, cache, wd, lens, table = decode_problem(5, B, next_n, bkv)
+    rows = B * next_n
+    args = (qd.reshape(rows, 1, *qd.shape[2:]), cache.reshape(cache.shape[0], bkv, 1, D + 4), wd, lens.reshape(-1).copy(),
+            np.repeat(table, next_n, axis=0))
+    want = litetopk.candidate_publish_decode(*args, 5, 8, dtype="e4m3", backend="cpu")
+    got = litetopk.candidate_publish_decode(*(torch.from_numpy(np.ascontiguousarray(x)) for x in args), 5, 8,
+                                            dtype="e4m3", backend="cpu")
+    for g, e in zip(got, want):
+        assert np.array_equal(g.numpy(), e)
