@@ -305,6 +305,9 @@ static void test_decode_grid(void) {
          .dtype = LTK_DTYPE_E4M3},
         {.B = 6, .next_n = 2, .H = 4, .D = 32, .k = 64, .block_kv = 64, .len_mode = 1, .max_len = 1000, .grid = 1,
          .special = 1, .dtype = LTK_DTYPE_E4M3},
+        /* pages of two 64-key tiles: the CPU reads the second tile of a page in place */
+        {.B = 3, .next_n = 2, .H = 4, .D = 32, .k = 40, .block_kv = 128, .pad = 8, .len_mode = 0, .max_len = 900,
+         .dtype = LTK_DTYPE_E4M3},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) check_case(&cs[i]);
 }

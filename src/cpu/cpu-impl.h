@@ -174,6 +174,15 @@ ltk_status ltkc_knn_ws(const ltk_knn_args *a, const ltk_exec *e, size_t *bytes);
 ltk_status ltkc_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, size_t wsb);
 ltk_status ltkc_indexer_ws(const ltk_indexer_args *a, const ltk_exec *e, size_t *bytes);
 ltk_status ltkc_indexer(const ltk_indexer_args *a, const ltk_exec *e, void *ws, size_t wsb);
+/* The indexer over keys read in place (the decode operation's pages): keys [64 i, 64 i + 64) at
+ * keys[i] (D bytes a key, e4m3 only) and their scales at scales[i]; a->kv and a->kv_scale unused.
+ * The workspace is ltkc_indexer_ws's. */
+typedef struct ltkc_kv_tiles {
+    const uint8_t *const *keys;
+    const float *const *scales;
+} ltkc_kv_tiles;
+ltk_status ltkc_indexer_tiles(const ltk_indexer_args *a, const ltkc_kv_tiles *tl, const ltk_exec *e, void *ws,
+                              size_t wsb);
 ltk_status ltkc_decode_ws(const ltk_decode_args *a, const ltk_exec *e, size_t *bytes);
 ltk_status ltkc_decode(const ltk_decode_args *a, const ltk_exec *e, void *ws, size_t wsb);
 ltk_status ltkc_blocks_ws(const ltk_blocks_args *a, const ltk_exec *e, size_t *bytes);

@@ -42,12 +42,16 @@ typedef struct {
     int scr_ws, screen8; /* int8 screen: workspace for it (capable), and in use (not turned off) */
     int D4;
     int64_t cold;        /* cold sample size */
+    const ltkc_kv_tiles *tl; /* keys read in place (decode's pages), or NULL: a->kv */
+    int scaled;          /* a->kv_scale or tl: each key has a scale */
 } plan;
 
 typedef struct {
     char *q;          /* [RB][qrow] */
     void *tile;
     float *sc, *scale;/* [NK] */
+    uint8_t *gk;      /* [NK][D] listed keys gathered from tl's tiles, and their scales */
+    float *gsc;
     ltkc_row *rows;   /* [RB] */
     float *rscore;
     int64_t *ridx;
@@ -133,6 +137,8 @@ static size_t layout(const ltk_indexer_args *a, const plan *p, int mat, char *ba
         x.tile = ltkc_take(&w, p->tileb);
         x.sc = ltkc_take(&w, sizeof(float) * NK);
         x.scale = ltkc_take(&w, sizeof(float) * NK);
+        x.gk = ltkc_take(&w, (size_t)NK * (size_t)p->g.D);
+        x.gsc = ltkc_take(&w, sizeof(float) * NK);
         x.sa = ltkc_take(&w, sizeof(uint64_t) * (size_t)p->k);
         x.sb = ltkc_take(&w, sizeof(uint64_t) * (size_t)p->k);
         x.opos = ltkc_take(&w, sizeof(int32_t) * (size_t)p->k);
@@ -188,8 +194,32 @@ static int shortcut(const ltk_indexer_args *a, int64_t n) {
 }
 
 
+/* Keys of tl's tiles as one contiguous [n, D] array: tile s0 / NK itself (slist NULL, s0 a multiple
+ * of NK), or the listed keys gathered into x->gk; *sc their scales. */
+static const uint8_t *tile_keys(const plan *p, thr *x, const int64_t *slist, int64_t s0, int n, const float **sc) {
+    const int64_t D = p->g.D;
+    if (!slist) {
+        *sc = p->tl->scales[s0 / NK];
+        return p->tl->keys[s0 / NK];
+    }
+    for (int j = 0; j < n; j++) {
+        const int64_t s = slist[j];
+        memcpy(x->gk + j * D, p->tl->keys[s / NK] + (s % NK) * D, (size_t)D);
+        x->gsc[j] = p->tl->scales[s / NK][s % NK];
+    }
+    *sc = x->gsc;
+    return x->gk;
+}
+
 static void pack_tile(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, const int64_t *slist,
                       int64_t s0, int n) {
+    if (p->tl) {
+        const float *sc;
+        const uint8_t *k = tile_keys(p, x, slist, s0, n, &sc);
+        K->idx_pack_tile(k, a->dtype, p->g.D, NULL, 0, n, &p->g, x->tile);
+        for (int j = 0; j < NK; j++) x->scale[j] = j < n ? sc[j] : 0.0f;
+        return;
+    }
     K->idx_pack_tile(a->kv, a->dtype, a->kv_stride_s, slist, s0, n, &p->g, x->tile);
     if (a->kv_scale)
         for (int j = 0; j < NK; j++) x->scale[j] = j < n ? a->kv_scale[slist ? slist[j] : s0 + j] : 0.0f;
@@ -301,7 +331,7 @@ static void rescan_row(const ltk_indexer_args *a, const plan *p, const ltkc_kern
     for (int64_t s0 = lo - lo % NK; s0 < hi; s0 += NK) {
         int n = hi - s0 < NK ? (int)(hi - s0) : NK;
         pack_tile(a, p, K, x, NULL, s0, n);
-        K->idx_score(x->q + p->qrow * r, w, x->tile, a->kv_scale ? x->scale : NULL, &p->g, x->sc);
+        K->idx_score(x->q + p->qrow * r, w, x->tile, p->scaled ? x->scale : NULL, &p->g, x->sc);
         int j0 = lo > s0 ? (int)(lo - s0) : 0, j1 = hi < s0 + n ? (int)(hi - s0) : n;
         gate_tile(K, x, row, s0, j0, j1);
     }
@@ -403,6 +433,12 @@ static int screen_row_setup(const ltk_indexer_args *a, const plan *p, const ltkc
 }
 
 static void screen_tile_setup(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, int64_t s0, int n) {
+    if (p->tl) {
+        const float *sc;
+        const uint8_t *k = tile_keys(p, x, NULL, s0, n, &sc);
+        ltkc_idx8_keys(K, k, p->g.D, sc, 0, n, p->g.D, x->tile8, x->kxn, x->kxs, x->kxr2, x->kb);
+        return;
+    }
     ltkc_idx8_keys(K, (const uint8_t *)a->kv, a->kv_stride_s, a->kv_scale, s0, n, p->g.D, x->tile8, x->kxn,
                    x->kxs, x->kxr2, x->kb);
 }
@@ -421,10 +457,17 @@ static uint64_t screen_mask(const plan *p, const ltkc_kern *K, thr *x, int r, in
 static void score_survivors(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, int r,
                             const float *w, int n) {
     const int64_t *sl = x->sv + (size_t)r * NK;
-    K->idx_pack_tile(a->kv, a->dtype, a->kv_stride_s, sl, 0, n, &p->g, x->tile2);
-    if (a->kv_scale)
-        for (int j = 0; j < NK; j++) x->scale2[j] = j < n ? a->kv_scale[sl[j]] : 0.0f;
-    K->idx_score(x->q + p->qrow * r, w, x->tile2, a->kv_scale ? x->scale2 : NULL, &p->g, x->sc2);
+    if (p->tl) {
+        const float *sc;
+        const uint8_t *k = tile_keys(p, x, sl, 0, n, &sc);
+        K->idx_pack_tile(k, a->dtype, p->g.D, NULL, 0, n, &p->g, x->tile2);
+        for (int j = 0; j < NK; j++) x->scale2[j] = j < n ? sc[j] : 0.0f;
+    } else {
+        K->idx_pack_tile(a->kv, a->dtype, a->kv_stride_s, sl, 0, n, &p->g, x->tile2);
+        if (a->kv_scale)
+            for (int j = 0; j < NK; j++) x->scale2[j] = j < n ? a->kv_scale[sl[j]] : 0.0f;
+    }
+    K->idx_score(x->q + p->qrow * r, w, x->tile2, p->scaled ? x->scale2 : NULL, &p->g, x->sc2);
     gate_scores(K, x, &x->rows[r], x->sc2, n < 64 ? (1ull << n) - 1 : ~0ull, 0, sl);
 }
 
@@ -498,7 +541,7 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
             pack_tile(a, p, K, x, x->slist + c, 0, n);
             for (int r = 0; r < nr; r++) {
                 if (!active[r] || hi[r] - lo[r] <= a->k) continue;
-                K->idx_score(x->q + p->qrow * r, W[r], x->tile, a->kv_scale ? x->scale : NULL, &p->g, x->sc);
+                K->idx_score(x->q + p->qrow * r, W[r], x->tile, p->scaled ? x->scale : NULL, &p->g, x->sc);
                 memcpy(x->ssc + (size_t)r * p->ms + c, x->sc, sizeof(float) * (size_t)n);
             }
         }
@@ -559,7 +602,7 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
                 }
                 continue;
             }
-            K->idx_score(x->q + p->qrow * r, W[r], x->tile, a->kv_scale ? x->scale : NULL, &p->g, x->sc);
+            K->idx_score(x->q + p->qrow * r, W[r], x->tile, p->scaled ? x->scale : NULL, &p->g, x->sc);
             if (mode == 1) {
                 memcpy(M + (size_t)(t0 + r - m0) * (size_t)a->S + s0 + j0, x->sc + j0, sizeof(float) * (size_t)(j1 - j0));
                 continue;
@@ -601,7 +644,7 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
             for (int64_t s0 = lo[r] - lo[r] % NK; s0 < hi[r] && nnan < need; s0 += NK) {
                 int nn = hi[r] - s0 < NK ? (int)(hi[r] - s0) : NK;
                 pack_tile(a, p, K, x, NULL, s0, nn);
-                K->idx_score(x->q + p->qrow * r, W[r], x->tile, a->kv_scale ? x->scale : NULL, &p->g, x->sc);
+                K->idx_score(x->q + p->qrow * r, W[r], x->tile, p->scaled ? x->scale : NULL, &p->g, x->sc);
                 for (int j = 0; j < nn && nnan < need; j++)
                     if (s0 + j >= lo[r] && x->sc[j] != x->sc[j]) nan_idx[nnan++] = s0 + j;
             }
@@ -695,6 +738,7 @@ static int fused_dense(const ltk_indexer_args *a, const ltk_exec *e) {
     return a->S <= 12 * (int64_t)a->k;
 }
 
+/* (the workspace does not depend on tl: x->gk is always laid out) */
 ltk_status ltkc_indexer_ws(const ltk_indexer_args *a, const ltk_exec *e_in, size_t *bytes) {
     ltk_exec ed = *e_in;
     if (fused_dense(a, e_in)) ed.algo = LTK_ALGO_MATERIALIZE;
@@ -706,12 +750,19 @@ ltk_status ltkc_indexer_ws(const ltk_indexer_args *a, const ltk_exec *e_in, size
 }
 
 ltk_status ltkc_indexer(const ltk_indexer_args *a, const ltk_exec *e_in, void *ws, size_t wsb) {
+    return ltkc_indexer_tiles(a, NULL, e_in, ws, wsb);
+}
+
+ltk_status ltkc_indexer_tiles(const ltk_indexer_args *a, const ltkc_kv_tiles *tl, const ltk_exec *e_in, void *ws,
+                              size_t wsb) {
     const ltkc_kern *K = ltkc_kernels();
     const int dense = fused_dense(a, e_in);
     ltk_exec ed = *e_in;
     if (dense) ed.algo = LTK_ALGO_MATERIALIZE;
     const ltk_exec *e = &ed;
     plan p = make_plan(a, e);
+    p.tl = tl;
+    p.scaled = a->kv_scale != NULL || tl != NULL;
     int mat = e->algo == LTK_ALGO_MATERIALIZE;
     size_t need = layout(a, &p, mat, NULL, NULL, NULL, NULL), vb = vote_bytes(a, e);
     if (vb > need) need = vb;
