@@ -3,8 +3,8 @@
  * A request's positions run chunk by chunk through the CPU indexer: read in place from the pages
  * (e4m3 q, pages of whole 64-key tiles: the indexer takes a pointer a tile) or else gathered into
  * its contiguous layout (keys in q's element type, one fp32 scale a key). Each chunk runs the CPU
- * indexer for the request's next_n rows with the caller's algo: fused (the sampled threshold, the int8 screen, exact rescoring of the
- * survivors) or materialize. The chunks' exact top-k lists merge exactly: a key of a row's top-k is
+ * indexer for the request's next_n rows with the caller's algo: fused (the sampled threshold, the
+ * int8 screen, exact rescoring of the survivors) or materialize. The chunks' exact top-k lists merge exactly: a key of a row's top-k is
  * in its chunk's top-k, and the merge ranks by the ORDER with the logical position. So the scores are
  * the indexer's (fused == materialize bit for bit), and the memory is one chunk a thread whatever the
  * context length. Threads take whole requests. */
@@ -183,7 +183,8 @@ static ltk_status decode_request(const ltk_decode_args *a, const ltk_exec *e, co
             }
             ltk_indexer_args c = chunk_args(a, n);
             c.q = (const uint8_t *)a->q + (size_t)(b * nn) * (size_t)a->q_stride * p->el;
-            c.kv = p->in_place ? NULL : keys, c.kv_scale = p->in_place ? NULL : scales, c.weights = a->weights + b * nn * a->w_stride;
+            c.kv = p->in_place ? NULL : keys, c.kv_scale = p->in_place ? NULL : scales;
+            c.weights = a->weights + b * nn * a->w_stride;
             c.ks = ks, c.ke = ke, c.out_idx = cidx, c.out_scores = csc;
             if (st) e1.stats = &cs;
             LTK_FORWARD_IF(ltkc_indexer_tiles(&c, p->in_place ? &tl : NULL, &e1, idx_ws, p->idx_ws));

@@ -211,18 +211,24 @@ static const uint8_t *tile_keys(const plan *p, thr *x, const int64_t *slist, int
     return x->gk;
 }
 
-static void pack_tile(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, const int64_t *slist,
-                      int64_t s0, int n) {
+/* Keys s0..s0+n-1 (slist NULL) or the n listed ones packed into tile, their scales into scale. */
+static void pack_to(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, const int64_t *slist,
+                    int64_t s0, int n, void *tile, float *scale) {
     if (p->tl) {
         const float *sc;
         const uint8_t *k = tile_keys(p, x, slist, s0, n, &sc);
-        K->idx_pack_tile(k, a->dtype, p->g.D, NULL, 0, n, &p->g, x->tile);
-        for (int j = 0; j < NK; j++) x->scale[j] = j < n ? sc[j] : 0.0f;
+        K->idx_pack_tile(k, a->dtype, p->g.D, NULL, 0, n, &p->g, tile);
+        for (int j = 0; j < NK; j++) scale[j] = j < n ? sc[j] : 0.0f;
         return;
     }
-    K->idx_pack_tile(a->kv, a->dtype, a->kv_stride_s, slist, s0, n, &p->g, x->tile);
+    K->idx_pack_tile(a->kv, a->dtype, a->kv_stride_s, slist, s0, n, &p->g, tile);
     if (a->kv_scale)
-        for (int j = 0; j < NK; j++) x->scale[j] = j < n ? a->kv_scale[slist ? slist[j] : s0 + j] : 0.0f;
+        for (int j = 0; j < NK; j++) scale[j] = j < n ? a->kv_scale[slist ? slist[j] : s0 + j] : 0.0f;
+}
+
+static void pack_tile(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, const int64_t *slist,
+                      int64_t s0, int n) {
+    pack_to(a, p, K, x, slist, s0, n, x->tile, x->scale);
 }
 
 static void write_out(const ltk_indexer_args *a, int64_t t, const float *score, const int64_t *idx,
@@ -457,16 +463,7 @@ static uint64_t screen_mask(const plan *p, const ltkc_kern *K, thr *x, int r, in
 static void score_survivors(const ltk_indexer_args *a, const plan *p, const ltkc_kern *K, thr *x, int r,
                             const float *w, int n) {
     const int64_t *sl = x->sv + (size_t)r * NK;
-    if (p->tl) {
-        const float *sc;
-        const uint8_t *k = tile_keys(p, x, sl, 0, n, &sc);
-        K->idx_pack_tile(k, a->dtype, p->g.D, NULL, 0, n, &p->g, x->tile2);
-        for (int j = 0; j < NK; j++) x->scale2[j] = j < n ? sc[j] : 0.0f;
-    } else {
-        K->idx_pack_tile(a->kv, a->dtype, a->kv_stride_s, sl, 0, n, &p->g, x->tile2);
-        if (a->kv_scale)
-            for (int j = 0; j < NK; j++) x->scale2[j] = j < n ? a->kv_scale[sl[j]] : 0.0f;
-    }
+    pack_to(a, p, K, x, sl, 0, n, x->tile2, x->scale2);
     K->idx_score(x->q + p->qrow * r, w, x->tile2, p->scaled ? x->scale2 : NULL, &p->g, x->sc2);
     gate_scores(K, x, &x->rows[r], x->sc2, n < 64 ? (1ull << n) - 1 : ~0ull, 0, sl);
 }
