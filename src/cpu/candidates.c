@@ -196,7 +196,7 @@ static cand_plan blocks_plan(const ltk_blocks_args *a, const ltk_exec *e) {
     /* the screen needs what the indexer's does (indexer.c make_plan) and whole blocks in a 64-key tile */
     const int screen = e->algo == LTK_ALGO_FUSED && a->ix.dtype == LTK_DTYPE_E4M3 && K->has_bf16 &&
                        K->idx8_screen && K->idx8_pack_keys && K->idx8_pack_query && a->ix.D <= 1024 &&
-                       a->ix.H <= 128 && a->block_size <= LTKC_IDX_NK && ltkc_cpu_vnni() &&
+                       a->ix.H <= 128 && a->block_size <= LTKC_IDX_NK && ltkc_cpu_idx8() &&
                        !ltk_tune_get()->cpu_idx_screen_off;
     if (!screen) return make_plan(&a->ix, e, n, n / a->block_size + 2, kmax);
     cand_plan p = make_plan(&a->ix, e, n, n / a->block_size + 2, kmax), q = p;

@@ -120,7 +120,7 @@ typedef struct ltkc_kern {
     void (*knn8_screen)(const uint32_t *q4, int nq, const uint32_t *packed, int nx, int D, int metric, const float *qa,
                         const float *xa, const float *edge, uint64_t *mask, int mask_words, const struct ltkc_pf *pf);
 
-    /* Indexer int8 screen (NULL unless AVX-512; usable iff ltkc_cpu_vnni()). pack_keys: e4m3 keys
+    /* Indexer int8 screen (NULL unless AVX-512; usable iff ltkc_cpu_idx8()). pack_keys: e4m3 keys
      * s0..s0+n-1 (n <= 64) packed as knn8_pack_tile lays them out (from their bytes, with upper bounds
      * of the squared norms and residual sums), pack_query as knn8_pack_query, both with power-of-two
      * scales. screen: one
@@ -152,6 +152,7 @@ int ltkc_idx8_row(const ltkc_kern *K, const uint8_t *q, const float *w, int H, i
 void ltkc_idx8_keys(const ltkc_kern *K, const uint8_t *kv, int64_t stride, const float *kv_scale, int64_t s0, int n,
                     int D, uint32_t *tile8, float *kxn, float *kxs, float *kxr2, float *kb);
 int ltkc_cpu_vnni(void); /* AVX-512 VNNI present (the knn8 entries may run) */
+int ltkc_cpu_idx8(void); /* AVX-512 VNNI and VBMI present (the idx8 entries may run) */
 /* The kNN screens' parameters (knn.c; also called by tests/test-cpu-screen.c): one query's int8
  * form and LTKC_QA8 floats, and a tile's per-vector SoA [4 or 6][n rounded up to 16]. */
 void ltkc_knn8_query(const ltkc_kern *K, const float *q, int D, float qn, uint32_t *q4, float *qa);

@@ -105,7 +105,7 @@ static plan make_plan(const ltk_indexer_args *a, const ltk_exec *e) {
     /* The int8 screen of the fused scan: e4m3 inputs (finite by construction, |x| <= 448), exact
      * scores in bf16 (vdpbf16ps), AVX-512 VNNI (vpdpbusd: twice the bf16 product rate). */
     p.scr_ws = e->algo == LTK_ALGO_FUSED && a->dtype == LTK_DTYPE_E4M3 && p.g.bf16 && K->idx8_screen &&
-               K->idx8_pack_keys && K->idx8_pack_query && a->D <= 1024 && a->H <= 128 && ltkc_cpu_vnni();
+               K->idx8_pack_keys && K->idx8_pack_query && a->D <= 1024 && a->H <= 128 && ltkc_cpu_idx8();
     /* the test hook turns the screen off (the workspace keeps its room) */
     p.screen8 = p.scr_ws && !ltk_tune_get()->cpu_idx_screen_off;
     p.D4 = (a->D + 3) / 4;

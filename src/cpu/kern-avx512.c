@@ -818,29 +818,28 @@ T512VN static void k8_idx_pack_query(const float *q, int D, uint32_t *q4, float 
     k8_pack_query_s(q, D, q4, out, corr, 1);
 }
 
-/* e4m3 bytes -> fp32, 16 at a time: the exact bf16 form (e4m3_to_bf16) widened, bf16 being the
- * top half of fp32. */
-T512VN static inline __m512 e4m3_to_f32x16(__m128i b) {
-    const __m512i h = e4m3_to_bf16(_mm512_cvtepu8_epi16(_mm256_zextsi128_si256(b)));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
-}
-
 /* The indexer's e4m3 keys packed straight from their bytes. A key's power-of-two scale s = 2^E is a
  * function of its largest magnitude code cmax (c = byte & 0x7f, ordered as the magnitudes), and so,
  * for each of the 19 exponents E (e4m3's 2^-9 .. 448 over 127: E in [-16, 2]), |x8| = RNE(v(c) / s)
- * is a 128-entry table, as are upper bounds of the residual and the squared value in units of s^2:
- * r2 = ceil((v/s - |x8|)^2 2^16) (<= 2^14) and n2 = ceil(2 (v/s)^2) (<= 32,258), so that
- * sum dx^2 <= s^2 2^-16 sum r2 and sum x^2 <= s^2 / 2 sum n2. x8 and s are exactly q8_pick's (the
- * tables come from the same float operations), so the packed bytes are what k8_pack_tile's power-of-two form gave; the two
- * sums are upper bounds (each term rounded up; the int sums are exact, their float conversion within
- * 2^-24, inside the 2^-12 the screen adds: indexer.c), which is all the screen's bound needs. A NaN
- * byte (c = 0x7f) turns the key off (s = 0, xn = NaN, xr2 = +inf), an all-zero key has s = 0. Why:
- * decoding to fp32 and quantizing in two float passes was the largest cost after the screen itself
- * in decode at next_n = 2 (perf, `litetopk bench decode --backend cpu --B 8 --ctx 65536 --next-n 2`:
- * packing 20 units against the screen's 23 and the exact rescoring's 9). */
-static uint16_t k8e_x8[19][128], k8e_r2[19][128], k8e_n2[19][128];
+ * is a 128-entry byte table, as is an upper bound of the squared residual in units of s^2 / 1020:
+ * r2 = ceil(1020 (v/s - |x8|)^2) (<= 255, the residual being <= 1/2). One vpermt2b looks up 64
+ * bytes (its index is the byte's low 7 bits: the sign is ignored), so a 64-byte chunk is two
+ * lookups, the sign applied, and two vpdpbusd: the residual sum and sum x8^2. x8 and s are exactly
+ * q8_pick's (the tables come from the same float operations), so the packed bytes are what
+ * k8_pack_tile's power-of-two form gave. The bounds: sum dx^2 <= s^2 / 1020 sum r2 = R^2 and, by
+ * the triangle inequality, |k| <= s |x8| + R (|x8| exact from its int sum; the int sums are exact
+ * in fp32 for D <= 1024, and the float operations after them within 2^-20, inside the 2^-12 the
+ * screen adds: indexer.c). |k| so bounded is within R / |k| ~ 0.5% of |k| on DSA keys, and |k|
+ * enters the screen's bound only through its small terms. A NaN byte (c = 0x7f) turns the key off
+ * (s = 0, xn = NaN, xr2 = +inf), an all-zero key has s = 0. Why: the earlier form (16-bit tables,
+ * three two-register word lookups a 32-byte half, a squared-value table for |k|) was a third of the
+ * fused decode at next_n = 2 (perf, `litetopk bench decode --backend cpu --B 8 --ctx 65536
+ * --next-n 2 --algos fused`: k8_idx_pack_keys 12.5% of all samples against the screen's 16.3% and
+ * the exact rescoring's 4.9%). */
+static uint8_t k8e_x8[19][128] __attribute__((aligned(64))), k8e_r2[19][128] __attribute__((aligned(64)));
 static int8_t k8e_row[128];   /* cmax -> table row (E + 16), -1: no scale (0 or NaN) */
 static float k8e_s[128];      /* cmax -> s */
+#define K8E_R2_UNIT 1020.0    /* r2 table units: s^2 / K8E_R2_UNIT */
 
 static float e4m3_value(int c) { /* magnitude of code c (c < 0x7f) */
     const int e = c >> 3, f = c & 7;
@@ -865,31 +864,31 @@ __attribute__((constructor)) static void k8e_init(void) {
             const float v = c == 0x7f ? 0.0f : e4m3_value(c);
             const float q = v * inv;
             if (!(q <= 127.5f)) { /* above any key's largest value at this scale: never looked up */
-                k8e_x8[r][c] = k8e_r2[r][c] = k8e_n2[r][c] = 0;
+                k8e_x8[r][c] = k8e_r2[r][c] = 0;
                 continue;
             }
             const float x8 = rintf(q);
             const double d = (double)q - (double)x8;
-            k8e_x8[r][c] = (uint16_t)x8;
-            k8e_r2[r][c] = (uint16_t)ceil(d * d * 65536.0);
-            k8e_n2[r][c] = (uint16_t)ceil(2.0 * (double)q * (double)q);
+            k8e_x8[r][c] = (uint8_t)x8;
+            k8e_r2[r][c] = (uint8_t)ceil(d * d * K8E_R2_UNIT);
         }
     }
 }
 
-/* t[c & 63] from the 128-entry word table at lut (4 registers), by bit 6 of c. */
-T512 static inline __m512i k8e_look(__m512i c, const __m512i *lut) {
-    const __m512i lo = _mm512_permutex2var_epi16(lut[0], c, lut[1]), hi = _mm512_permutex2var_epi16(lut[2], c, lut[3]);
-    return _mm512_mask_blend_epi16(_mm512_test_epi16_mask(c, _mm512_set1_epi16(0x40)), lo, hi);
+/* The indexer's screen needs AVX-512 VNNI (vpdpbusd) and VBMI (vpermt2b, the pack's lookups). */
+int ltkc_cpu_idx8(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
 }
+
+#define T512VB __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi,avx2,fma")))
 
 /* Keys s0..s0+n-1 (n <= 64) of an e4m3 [S, D] array (row stride in bytes), packed as k8_pack_tile
  * lays them out (power-of-two scales), with their scales and squared-norm and residual bounds. */
-T512VN static void k8_idx_pack_keys(const uint8_t *kv, int64_t stride, int64_t s0, int n, int D, uint32_t *packed,
+T512VB static void k8_idx_pack_keys(const uint8_t *kv, int64_t stride, int64_t s0, int n, int D, uint32_t *packed,
                                     float *xn, float *xs, float *xr2) {
     const int D4 = (D + 3) / 4, np = (n + 15) / 16;
-    const __m512i m7 = _mm512_set1_epi8(0x7f), m7w = _mm512_set1_epi16(0x7f), ones = _mm512_set1_epi16(1);
-    const __m512i c128 = _mm512_set1_epi16(128), flip = _mm512_set1_epi8((char)0x80);
+    const __m512i m7 = _mm512_set1_epi8(0x7f), hi = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi8(1);
     for (int p = 0; p < np; p++) {
         const int nv = n - p * 16 < 16 ? n - p * 16 : 16;
         int rowi[16];
@@ -923,29 +922,20 @@ T512VN static void k8_idx_pack_keys(const uint8_t *kv, int64_t stride, int64_t s
             __m512i r[16];
             for (int l = 0; l < 16; l++) {
                 if (rowi[l] < 0) { /* x8 = 0: zero, NaN or padding keys */
-                    r[l] = flip;
+                    r[l] = hi;
                     continue;
                 }
-                const uint8_t *k = kv + (s0 + p * 16 + l) * stride + d0;
-                const __m512i b = _mm512_maskz_loadu_epi8(mk, k);
-                __m512i lx[4], lr[4], ln[4];
-                for (int t = 0; t < 4; t++) {
-                    lx[t] = _mm512_loadu_si512((const void *)(k8e_x8[rowi[l]] + 32 * t));
-                    lr[t] = _mm512_loadu_si512((const void *)(k8e_r2[rowi[l]] + 32 * t));
-                    ln[t] = _mm512_loadu_si512((const void *)(k8e_n2[rowi[l]] + 32 * t));
-                }
-                __m256i out[2];
-                for (int hh = 0; hh < 2; hh++) {
-                    const __m512i w = _mm512_cvtepu8_epi16(hh ? _mm512_extracti64x4_epi64(b, 1) : _mm512_castsi512_si256(b));
-                    const __m512i c = _mm512_and_si512(w, m7w);
-                    const __m512i x8 = k8e_look(c, lx);
-                    const __mmask32 neg = _mm512_test_epi16_mask(w, c128);
-                    const __m512i u = _mm512_mask_sub_epi16(_mm512_add_epi16(c128, x8), neg, c128, x8); /* x8 + 128 */
-                    out[hh] = _mm512_cvtepi16_epi8(u);
-                    sr[l] = _mm512_add_epi32(sr[l], _mm512_madd_epi16(k8e_look(c, lr), ones));
-                    sn[l] = _mm512_add_epi32(sn[l], _mm512_madd_epi16(k8e_look(c, ln), ones));
-                }
-                r[l] = _mm512_inserti64x4(_mm512_castsi256_si512(out[0]), out[1], 1);
+                const uint8_t *tx = k8e_x8[rowi[l]], *tr = k8e_r2[rowi[l]];
+                /* masked-off tail bytes are 0: code 0 looks up x8 = 0 and r2 = 0 */
+                const __m512i b = _mm512_maskz_loadu_epi8(mk, kv + (s0 + p * 16 + l) * stride + d0);
+                const __m512i x8 = _mm512_permutex2var_epi8(_mm512_load_si512((const void *)tx), b,
+                                                            _mm512_load_si512((const void *)(tx + 64)));
+                const __m512i r2 = _mm512_permutex2var_epi8(_mm512_load_si512((const void *)tr), b,
+                                                            _mm512_load_si512((const void *)(tr + 64)));
+                /* x8 + 128 (x8 <= 127): 128 | |x8| for a positive byte, 128 - |x8| for a negative one */
+                r[l] = _mm512_mask_sub_epi8(_mm512_or_si512(x8, hi), _mm512_movepi8_mask(b), hi, x8);
+                sr[l] = _mm512_dpbusd_epi32(sr[l], r2, ones);
+                sn[l] = _mm512_dpbusd_epi32(sn[l], x8, x8);
             }
             transpose16(r);
             const int nj = D4 - j0 < 16 ? D4 - j0 : 16;
@@ -955,8 +945,11 @@ T512VN static void k8_idx_pack_keys(const uint8_t *kv, int64_t stride, int64_t s
             if (rowi[l] < 0) continue;
             const int j = p * 16 + l;
             const float s2 = xs[j] * xs[j];
-            xn[j] = s2 * 0.5f * (float)_mm512_reduce_add_epi32(sn[l]);
-            xr2[j] = s2 * 0x1p-16f * (float)_mm512_reduce_add_epi32(sr[l]);
+            /* R^2 and (s |x8| + R)^2, each raised by 2^-20 over the rounding of these few operations */
+            const float rr = s2 * (float)(1.0 / K8E_R2_UNIT) * (float)_mm512_reduce_add_epi32(sr[l]) * (1.0f + 0x1p-20f);
+            const float nk = xs[j] * sqrtf((float)_mm512_reduce_add_epi32(sn[l])) + sqrtf(rr);
+            xr2[j] = rr;
+            xn[j] = nk * nk * (1.0f + 0x1p-20f);
         }
     }
 }
@@ -1193,4 +1186,5 @@ const ltkc_kern ltkc_kern_avx512bf16 = {
 };
 #else
 int ltkc_cpu_vnni(void) { return 0; }
+int ltkc_cpu_idx8(void) { return 0; }
 #endif
