@@ -44,7 +44,7 @@ static int check_case(const scase *c, int *screened_keys) {
         bad = 0;
         for (int j = 0; j < NK; j++) {
             if (exact[j] != exact[j]) continue; /* NaN never passes a gate */
-            uint64_t m = K->idx8_screen(q4, corr, wq, hs, D, t8, kb, rcon, exact[j]);
+            uint64_t m = K->idx8_screen(q4, corr, wq, hs, D, t8, kb, rcon, exact[j], NULL, 0);
             if (!CHECK((m >> j) & 1, "key %d dropped: exact %.9g (c1 %g, |k| %g, R %g)", j, exact[j], kb[j], kb[NK + j],
                        kb[2 * NK + j]))
                 bad++;

@@ -360,7 +360,7 @@ static void blocks_group(const ltk_blocks_args *ba, const cand_plan *p, cand_thr
             const int u0 = (int)((y->lo > s0 ? y->lo : s0) - s0), u1 = (int)((y->hi < s1 ? y->hi : s1) - s0);
             /* the lower of the blocks' gate and the keys' (NaN: every key scored) */
             const float ke = y->kr.edge, se = a->k == 0 || ke >= y->edge ? y->edge : ke;
-            uint64_t mask = K->idx8_screen(y->q4, y->corr, y->wq, y->hs, p->g.D, x->tile8, x->kb, y->rcon, se);
+            uint64_t mask = K->idx8_screen(y->q4, y->corr, y->wq, y->hs, p->g.D, x->tile8, x->kb, y->rcon, se, NULL, 0);
             mask &= (u1 == 64 ? ~0ull : (1ull << u1) - 1) & ~((1ull << u0) - 1);
             for (; mask; mask &= mask - 1) {
                 const int64_t s = s0 + __builtin_ctzll(mask);

@@ -130,8 +130,10 @@ typedef struct ltkc_kern {
     void (*idx8_pack_keys)(const uint8_t *kv, int64_t stride, int64_t s0, int n, int D,
                            uint32_t *packed, float *xn, float *xs, float *xr2);
     void (*idx8_pack_query)(const float *q, int D, uint32_t *q4, float *out, int32_t *corr);
+    /* pf, pf_lines: 64-byte lines to prefetch into L2 while screening (the next tile; NULL, 0: none) */
     uint64_t (*idx8_screen)(const uint32_t *q4, const int32_t *corr, const float *wq, int H, int D,
-                            const uint32_t *packed, const float *kb, const float *rc, float edge);
+                            const uint32_t *packed, const float *kb, const float *rc, float edge,
+                            const uint8_t *pf, int pf_lines);
 
     /* Indexer. q block for one row: [H][dp] (pairs or floats); tile: layout private to the kernel. */
     void (*idx_pack_q)(const void *q, ltk_dtype dt, const ltkc_idx_geom *g, void *dst);

@@ -450,10 +450,11 @@ static void screen_tile_setup(const ltk_indexer_args *a, const plan *p, const lt
 }
 
 /* The survivors of keys [j0, j1) of the packed tile for row r: bit j set iff !(UB_j < edge). */
-static uint64_t screen_mask(const plan *p, const ltkc_kern *K, thr *x, int r, int j0, int j1, float edge) {
+static uint64_t screen_mask(const plan *p, const ltkc_kern *K, thr *x, int r, int j0, int j1, float edge,
+                            const uint8_t *pf, int pf_lines) {
     const int H = p->g.H;
     uint64_t m = K->idx8_screen(x->q4 + (size_t)r * H * p->D4, x->corr + (size_t)r * H, x->wq + (size_t)r * H,
-                                x->hs[r], p->g.D, x->tile8, x->kb, x->rcon + 4 * r, edge);
+                                x->hs[r], p->g.D, x->tile8, x->kb, x->rcon + 4 * r, edge, pf, pf_lines);
     m &= j1 - j0 == 64 ? ~0ull : ((1ull << (j1 - j0)) - 1) << j0;
     return m;
 }
@@ -576,11 +577,26 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
         }
         if (need16) pack_tile(a, p, K, x, NULL, s0, n);
         if (need8) screen_tile_setup(a, p, K, x, s0, n);
+        /* The next tile of an in-place cache is another page, whose first lines the hardware
+         * prefetcher does not fetch ahead: the pack stalled on them (perf annotate, B = 8, 64K,
+         * next_n 2: the key loads' line held 46% of k8_idx_pack_keys' samples). So it is
+         * prefetched into L2 while this tile is scored: by the first screened row, spread over the
+         * screen's head loop, and before each plainly scored row's score, a share a row (issued
+         * all at once, 128 prefetches stalled on the line fill buffers). */
+        const uint8_t *pf = NULL;
+        int pf_lines = 0, pf_row = 0;
+        if (p->tl && s0 + NK < bhi) {
+            pf = p->tl->keys[(s0 + NK) / NK];
+            pf_lines = (int)((NK * p->g.D + 63) / 64);
+            pf_row = (pf_lines + nr - 1) / nr;
+            for (int o = 0; o < NK * 4; o += 64) __builtin_prefetch((const char *)p->tl->scales[(s0 + NK) / NK] + o, 0, 2);
+        }
         for (int r = 0; r < nr; r++) {
             if (!active[r] || s0 + NK <= lo[r] || s0 >= hi[r]) continue;
             int j0 = lo[r] > s0 ? (int)(lo[r] - s0) : 0, j1 = hi[r] < s0 + n ? (int)(hi[r] - s0) : n;
             if (scr[r]) {
-                uint64_t m = screen_mask(p, K, x, r, j0, j1, x->rows[r].edge);
+                uint64_t m = screen_mask(p, K, x, r, j0, j1, x->rows[r].edge, pf, pf_lines);
+                pf = NULL, pf_lines = 0;
                 scn[r] += j1 - j0;
                 svc[r] += __builtin_popcountll(m);
                 for (; m; m &= m - 1) {
@@ -599,6 +615,7 @@ static void run_block(const ltk_indexer_args *a, const plan *p, const ltkc_kern 
                 }
                 continue;
             }
+            for (int l = 0; l < pf_row && pf_lines > 0; l++, pf_lines--, pf += 64) __builtin_prefetch(pf, 0, 2);
             K->idx_score(x->q + p->qrow * r, W[r], x->tile, p->scaled ? x->scale : NULL, &p->g, x->sc);
             if (mode == 1) {
                 memcpy(M + (size_t)(t0 + r - m0) * (size_t)a->S + s0 + j0, x->sc + j0, sizeof(float) * (size_t)(j1 - j0));

@@ -968,9 +968,11 @@ T512VN static inline void k8_dp(__m512i *acc, __m512i k, __m512i b) {
  * !(UB_j < edge). Same blocking as b_idx_score (4 heads x 4 panels of accumulators), with
  * vpdpbusd: 64 products an instruction instead of 32. */
 T512VN static uint64_t k8_idx_screen(const uint32_t *q4, const int32_t *corr, const float *wq, int H, int D,
-                                     const uint32_t *packed, const float *kb, const float *rc, float edge) {
+                                     const uint32_t *packed, const float *kb, const float *rc, float edge,
+                                     const uint8_t *pf, int pf_lines) {
     const int D4 = (D + 3) / 4;
     const size_t ps = (size_t)D4 * 16;
+    const int pf_step = H >= 4 ? (pf_lines + H / 4 - 1) / (H / 4) : pf_lines;
     const __m512i z = _mm512_setzero_si512();
     __m512 S[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     int h = 0;
@@ -978,6 +980,7 @@ T512VN static uint64_t k8_idx_screen(const uint32_t *q4, const int32_t *corr, co
         /* 16 named accumulators (an a[4][4] array made gcc copy them around the loop), started at
          * -corr: the unsigned offset of the tile bytes comes off for free */
         const uint32_t *qh = q4 + (size_t)h * D4;
+        for (int l = 0; l < pf_step && pf_lines > 0; l++, pf_lines--, pf += 64) __builtin_prefetch(pf, 0, 2);
 #define K8A(x) __m512i a##x##0, a##x##1, a##x##2, a##x##3;                                           \
     a##x##0 = a##x##1 = a##x##2 = a##x##3 = _mm512_set1_epi32(-corr[h + x]);
         K8A(0) K8A(1) K8A(2) K8A(3)
