@@ -493,6 +493,42 @@ LTK_API ltk_status ltk_select_workspace_size(const ltk_select_args *args, const 
 LTK_API ltk_status ltk_select_topk(const ltk_select_args *args, const ltk_exec *exec);
 
 /* ---------------------------------------------------------------------------------------------
+ * Merge of candidate lists (key sharding: each of G ranks scores its own shard of the keys and
+ * returns its exact local top-k with global ids; the merge returns the exact global top-k)
+ *   scores [rows, lists, list_len] fp32, element (r, g, j) at scores[r*row_stride + g*list_stride + j]
+ *   ids    the same layout, int32 global ids; an id < 0 is no candidate (its score is not read)
+ *   out_idx [rows, k] int32 ids, row r at out_idx + r*out_stride; -1 padding
+ *   out_scores [rows, k] fp32 or NULL (the candidates' scores; -0 as +0); -inf padding
+ * Strides in elements; 0 means dense: list_stride = list_len, row_stride = lists * list_len. So
+ * both layouts of an all-gather fit: [rows, G * k] (vLLM's gather along the candidates: lists = 1,
+ * list_len = G * k, or lists = G, list_len = k) and [G, rows, k] (rank-major: list_stride = rows *
+ * k, row_stride = k).
+ * The result is the top k of the row's candidates in ORDER, ties by the LOWER id (not by position),
+ * NaN last. Why it is the global top-k: a key of the global top-k has at most k - 1 keys above it,
+ * so it is in its own shard's local top-k, provided each list holds its shard's exact top-k (or
+ * every key of a shard with fewer) under the same order. Each id is taken as given: an id listed
+ * twice may be returned twice (shards are disjoint). The outputs must not overlap the inputs.
+ * Flags: LTK_FLAG_UNSORTED.
+ * Limits: 1 <= k <= LTK_SELECT_MAX_K, 1 <= lists, 1 <= list_len, lists * list_len <= 2^31 - 1.
+ * Backends: ref and CPU (host memory).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct ltk_merge_args {
+    int64_t rows;
+    int32_t lists, list_len;
+    int32_t k;
+    const float *scores;
+    const int32_t *ids;
+    int64_t row_stride, list_stride; /* 0 means dense (see above) */
+    int32_t *out_idx;
+    float *out_scores;
+    int64_t out_stride;              /* 0 means k */
+    uint32_t flags;
+} ltk_merge_args;
+
+LTK_API ltk_status ltk_merge_workspace_size(const ltk_merge_args *args, const ltk_exec *exec, size_t *bytes);
+LTK_API ltk_status ltk_topk_merge(const ltk_merge_args *args, const ltk_exec *exec);
+
+/* ---------------------------------------------------------------------------------------------
  * Backends and build information
  * ------------------------------------------------------------------------------------------- */
 /* 1 if the backend is compiled in and usable on this machine (CUDA: a device is present). */

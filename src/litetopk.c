@@ -416,6 +416,36 @@ static ltk_status decode_candidates_fill(const ltk_decode_candidates_args *in, l
     return LTK_OK;
 }
 
+static ltk_status merge_fill(const ltk_merge_args *in, ltk_merge_args *a, const ltk_backend_i *bi) {
+    LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
+    *a = *in;
+    LTK_RETURN_IF(!bi->merge, LTK_EUNSUPPORTED, "merge: backend '%s' has none yet (ref and cpu have)", bi->name);
+    LTK_RETURN_IF(a->rows < 0 || a->rows > LTK_MAX_ROWS, LTK_EINVAL, "merge: rows=%lld out of [0, 2^31-1]",
+                  (long long)a->rows);
+    LTK_RETURN_IF(a->k < 1 || a->k > LTK_SELECT_MAX_K, LTK_EINVAL, "merge: k=%d out of [1, %d]", a->k, LTK_SELECT_MAX_K);
+    LTK_RETURN_IF(a->lists < 1 || a->list_len < 1, LTK_EINVAL, "merge: lists=%d and list_len=%d must be >= 1", a->lists,
+                  a->list_len);
+    LTK_RETURN_IF((int64_t)a->lists * a->list_len > LTK_MAX_ROWS, LTK_EINVAL,
+                  "merge: lists * list_len = %lld candidates a row, more than 2^31-1",
+                  (long long)a->lists * a->list_len);
+    LTK_RETURN_IF(a->flags & ~LTK_FLAG_UNSORTED, LTK_EINVAL, "merge: unknown flags 0x%x", a->flags);
+    if (a->list_stride == 0) a->list_stride = a->list_len;
+    if (a->row_stride == 0) a->row_stride = a->lists * (int64_t)a->list_len;
+    if (a->out_stride == 0) a->out_stride = a->k;
+    LTK_RETURN_IF(a->list_stride < 0 || a->row_stride < 0, LTK_EINVAL, "merge: negative stride (row %lld, list %lld)",
+                  (long long)a->row_stride, (long long)a->list_stride);
+    LTK_RETURN_IF(a->out_stride < a->k, LTK_EINVAL, "merge: out_stride=%lld < k=%d", (long long)a->out_stride, a->k);
+    if (a->rows > 0) {
+        LTK_RETURN_IF(!a->out_idx, LTK_EINVAL, "merge: out_idx is required");
+        LTK_RETURN_IF(!a->scores || !a->ids, LTK_EINVAL, "merge: scores and ids are required");
+    }
+    LTK_CHECK_ALIGNED(a->scores, 4);
+    LTK_CHECK_ALIGNED(a->ids, 4);
+    LTK_CHECK_ALIGNED(a->out_idx, 4);
+    LTK_CHECK_ALIGNED(a->out_scores, 4);
+    return LTK_OK;
+}
+
 /* ---- operations --------------------------------------------------------------------------- */
 ltk_status ltk_indexer_workspace_size(const ltk_indexer_args *args, const ltk_exec *exec, size_t *bytes) {
     ltk_clear_error();
@@ -691,4 +721,24 @@ ltk_status ltk_decode_candidates_topk(const ltk_decode_candidates_args *args, co
     if (exec) e = *exec;
     e.backend = bi == &ltk_backend_ref ? LTK_BACKEND_REF : LTK_BACKEND_CPU; /* (the inner calls: not auto again) */
     return ltk_decode_candidates_run(&a, &e);
+}
+
+ltk_status ltk_merge_workspace_size(const ltk_merge_args *args, const ltk_exec *exec, size_t *bytes) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_merge_args a;
+    static const ltk_exec def;
+    LTK_RETURN_IF(bytes == NULL, LTK_EINVAL, "bytes is NULL");
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(merge_fill(args, &a, bi));
+    return bi->merge_workspace(&a, exec ? exec : &def, bytes);
+}
+
+ltk_status ltk_topk_merge(const ltk_merge_args *args, const ltk_exec *exec) {
+    ltk_clear_error();
+    const ltk_backend_i *bi = NULL;
+    ltk_merge_args a;
+    LTK_FORWARD_IF(pick_backend(exec, &bi));
+    LTK_FORWARD_IF(merge_fill(args, &a, bi));
+    LTK_RUN_WITH_WORKSPACE(bi, merge_workspace, merge, &a, exec);
 }

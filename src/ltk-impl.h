@@ -99,6 +99,9 @@ typedef struct ltk_backend_i {
     ltk_status (*decode_blocks)(const ltk_decode_blocks_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
     ltk_status (*decode_candidates_workspace)(const ltk_decode_candidates_args *a, const ltk_exec *e, size_t *bytes);
     ltk_status (*decode_candidates)(const ltk_decode_candidates_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
+    /* The merge of candidate lists (strides resolved). NULL where a backend has none yet. */
+    ltk_status (*merge_workspace)(const ltk_merge_args *a, const ltk_exec *e, size_t *bytes);
+    ltk_status (*merge)(const ltk_merge_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
 } ltk_backend_i;
 
 /* The convenience path's workspace through the backend (ws_alloc, else mem_alloc). */

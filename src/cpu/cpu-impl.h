@@ -173,6 +173,8 @@ size_t ltkc_idx_tile_bytes(const ltkc_idx_geom *g);
 /* ---- operations ---------------------------------------------------------------------------------- */
 ltk_status ltkc_select_ws(const ltk_select_args *a, const ltk_exec *e, size_t *bytes);
 ltk_status ltkc_select(const ltk_select_args *a, const ltk_exec *e, void *ws, size_t wsb);
+ltk_status ltkc_merge_ws(const ltk_merge_args *a, const ltk_exec *e, size_t *bytes);
+ltk_status ltkc_merge(const ltk_merge_args *a, const ltk_exec *e, void *ws, size_t wsb);
 ltk_status ltkc_knn_ws(const ltk_knn_args *a, const ltk_exec *e, size_t *bytes);
 ltk_status ltkc_knn(const ltk_knn_args *a, const ltk_exec *e, void *ws, size_t wsb);
 ltk_status ltkc_indexer_ws(const ltk_indexer_args *a, const ltk_exec *e, size_t *bytes);

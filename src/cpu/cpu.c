@@ -81,4 +81,6 @@ const ltk_backend_i ltk_backend_cpu = {
     /* .decode_blocks     = */ NULL,
     /* .decode_cands_ws   = */ NULL,
     /* .decode_cands      = */ NULL,
+    /* .merge_workspace   = */ ltkc_merge_ws,
+    /* .merge             = */ ltkc_merge,
 };

@@ -466,6 +466,43 @@ static ltk_status ref_decode(const ltk_decode_args *a, const ltk_exec *e, void *
     REF_EXACT(ref_decode_exact(a, e, ws, wsb));
 }
 
+/* ---- merge of candidate lists ---------------------------------------------------------------- */
+static ltk_status ref_merge_ws(const ltk_merge_args *a, const ltk_exec *e, size_t *bytes) {
+    (void)a, (void)e;
+    *bytes = 0;
+    return LTK_OK;
+}
+
+/* Every row's candidates with an id >= 0, sorted in ORDER by their ids (a full sort). */
+static ltk_status ref_merge_exact(const ltk_merge_args *a, const ltk_exec *e) {
+    const int64_t n = (int64_t)a->lists * a->list_len;
+    scored *v = malloc(sizeof(scored) * (size_t)(n > 0 ? n : 1));
+    if (!v) return ltk_error(LTK_ENOMEM, "ref merge: allocation failed");
+    for (int64_t r = 0; r < a->rows; r++) {
+        int64_t m = 0;
+        for (int32_t g = 0; g < a->lists; g++)
+            for (int32_t j = 0; j < a->list_len; j++) {
+                const int64_t o = r * a->row_stride + g * a->list_stride + j;
+                if (a->ids[o] < 0) continue;
+                v[m].score = (double)a->scores[o] + 0.0; /* -0 as +0 (the contract's output) */
+                v[m++].idx = a->ids[o];
+            }
+        emit_row_by(v, m, a->k, 0, a->out_idx + r * a->out_stride, a->out_scores ? a->out_scores + r * a->out_stride : NULL,
+                    0);
+    }
+    if (e->stats) {
+        memset(e->stats, 0, offsetof(ltk_stats, row_candidates));
+        e->stats->rows = a->rows;
+    }
+    free(v);
+    return LTK_OK;
+}
+
+static ltk_status ref_merge(const ltk_merge_args *a, const ltk_exec *e, void *ws, size_t wsb) {
+    (void)ws, (void)wsb;
+    REF_EXACT(ref_merge_exact(a, e));
+}
+
 const ltk_backend_i ltk_backend_ref = {
     /* .name              = */ "ref",
     /* .available         = */ ref_available,
@@ -494,4 +531,6 @@ const ltk_backend_i ltk_backend_ref = {
     /* .decode_blocks     = */ NULL,
     /* .decode_cands_ws   = */ NULL,
     /* .decode_cands      = */ NULL,
+    /* .merge_workspace   = */ ref_merge_ws,
+    /* .merge             = */ ref_merge,
 };
