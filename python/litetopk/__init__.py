@@ -9,8 +9,8 @@ from ._ffi import (BackendUnavailableError, CudaError, FileError, InternalError,
                    library_path)
 from ._ops import (IndexerState, Stats, backend_available, backends, blocks_topk, candidates_topk, decode_blocks_topk,
                    decode_candidates_topk, decode_topk,
-                   fp8_mqa_topk, fp8_paged_mqa_topk, indexer_topk, info, knn_topk, prefill, select_topk,
-                   workspace_size)
+                   fp8_mqa_topk, fp8_paged_mqa_topk, indexer_topk, info, knn_topk, merge_topk, prefill, select_topk,
+                   stable_topk_from_candidates, workspace_size)
 from ._v41 import (candidate_publish_decode, candidate_select_decode, fp8_mqa_candidate_blocks,
                    fp8_paged_mqa_candidate_blocks, sparse_mqa_topk_paged_decode, sparse_mqa_topk_prefill_chunk)
 
@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 __all__ = [
     "indexer_topk", "fp8_mqa_topk", "decode_topk", "blocks_topk", "candidates_topk", "decode_blocks_topk", "decode_candidates_topk", "fp8_paged_mqa_topk",
     "fp8_mqa_candidate_blocks", "fp8_paged_mqa_candidate_blocks", "sparse_mqa_topk_paged_decode",
-    "sparse_mqa_topk_prefill_chunk", "candidate_publish_decode", "candidate_select_decode", "knn_topk", "select_topk", "prefill", "IndexerState", "Stats", "workspace_size",
+    "sparse_mqa_topk_prefill_chunk", "candidate_publish_decode", "candidate_select_decode", "knn_topk", "select_topk", "merge_topk", "stable_topk_from_candidates", "prefill", "IndexerState", "Stats", "workspace_size",
     "info", "backends", "backend_available", "library_path", "candidate_paths",
     "LiteTopKError", "InvalidArgumentError", "UnsupportedError", "BackendUnavailableError", "OutOfMemoryError",
     "WorkspaceTooSmallError", "CudaError", "InternalError", "FileError",

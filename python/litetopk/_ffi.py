@@ -302,6 +302,23 @@ class ltk_select_args(ctypes.Structure):
     ]
 
 
+class ltk_merge_args(ctypes.Structure):
+    _fields_ = [
+        ("rows", ctypes.c_int64),
+        ("lists", ctypes.c_int32),
+        ("list_len", ctypes.c_int32),
+        ("k", ctypes.c_int32),
+        ("scores", ctypes.c_void_p),
+        ("ids", ctypes.c_void_p),
+        ("row_stride", ctypes.c_int64),
+        ("list_stride", ctypes.c_int64),
+        ("out_idx", ctypes.c_void_p),
+        ("out_scores", ctypes.c_void_p),
+        ("out_stride", ctypes.c_int64),
+        ("flags", ctypes.c_uint32),
+    ]
+
+
 # ---- library discovery ---------------------------------------------------------------------------
 _PKG_DIR = Path(__file__).resolve().parent
 _LIB_NAME = "liblitetopk.so"
@@ -363,6 +380,8 @@ def _declare(lib):
         "ltk_knn_topk": (st, [P, P]),
         "ltk_select_workspace_size": (st, [P, P, ctypes.POINTER(ctypes.c_size_t)]),
         "ltk_select_topk": (st, [P, P]),
+        "ltk_merge_workspace_size": (st, [P, P, ctypes.POINTER(ctypes.c_size_t)]),
+        "ltk_topk_merge": (st, [P, P]),
         "ltk_backend_available": (ctypes.c_int, [ctypes.c_int]),
         "ltk_backend_name": (ctypes.c_char_p, [ctypes.c_int]),
         "ltk_backend_resolve": (ctypes.c_int, [ctypes.c_int]),

@@ -15,7 +15,8 @@ from ._arrays import (Arr, _devstr, check_out, empty, float_code, require_dtype,
 
 _INDEXER_DTYPES = (_ffi.DTYPE_E4M3, _ffi.DTYPE_BF16, _ffi.DTYPE_F32)
 _SCORE_DTYPES = (_ffi.DTYPE_F32, _ffi.DTYPE_F16, _ffi.DTYPE_BF16)
-_MAX_K = {"indexer": _ffi.INDEXER_MAX_K, "knn": _ffi.KNN_MAX_K, "select": _ffi.SELECT_MAX_K, "blocks": _ffi.BLOCKS_MAX_K}
+_MAX_K = {"indexer": _ffi.INDEXER_MAX_K, "knn": _ffi.KNN_MAX_K, "select": _ffi.SELECT_MAX_K, "blocks": _ffi.BLOCKS_MAX_K,
+          "merge": _ffi.SELECT_MAX_K}
 
 
 # ---- statistics ------------------------------------------------------------------------------------
@@ -1090,6 +1091,87 @@ def select_topk(scores, k, starts=None, ends=None, *, sorted=True, relative=True
                                                ("scores", "starts", "ends", "out_scores", "out_idx", None), allocs,
                                                (3, 4), ws_slot=5, ranges=ranges))
     return va.obj, ia.obj
+
+
+def merge_topk(scores, ids, k, *, sorted=True, out=None, backend="auto", workspace=None, stats=None, num_threads=0,
+               stream=None):
+    """Exact global top-k of key-sharded candidates: each rank's exact local top-k, global ids.
+
+    The merge of vLLM's decode-context-parallel indexer (``_merge_dcp_topk_global`` after its
+    all-gather): a key of the global top-k has at most k - 1 keys above it, so it is in its own
+    rank's local top-k, and the top k of the union is the global answer.
+
+    Parameters
+    ----------
+    scores : float32 array [rows, n] or [G, rows, n]
+        Candidate scores: a row's candidates side by side (vLLM gathers ``[rows, G * k]``), or rank
+        by rank (an all-gather into dimension 0). Last dimension contiguous, any other strides.
+    ids : int32 array, the same shape and strides
+        Global ids; an id < 0 is no candidate (padding).
+    k : int
+        1 <= k <= 65536; a row with fewer candidates is padded.
+    sorted : bool, default True
+        Best first; False leaves the order within a row unspecified (the set is unchanged).
+    out : (values, indices), optional
+        float32 and int32 arrays ``[rows, k]`` with the same row stride.
+    backend, workspace, stats, num_threads, stream
+        As in :func:`indexer_topk`. Backends: ref and cpu.
+
+    Returns
+    -------
+    values : float32 array [rows, k]
+        The candidates' scores (``-0.0`` as ``+0.0``), ``-inf`` padding.
+    indices : int32 array [rows, k]
+        Global ids, ``-1`` padding.
+
+    Notes
+    -----
+    Order: score descending, ties by the lower **id** (not by the candidate's position), NaN after
+    ``-inf``: the same set as one unsharded call, bit for bit, whatever the ranks' layout (contiguous
+    or interleaved shards). Each id is taken as given (an id listed twice may come back twice).
+    """
+    sa = wrap(scores, "scores", ndim=(2, 3))
+    da = wrap(ids, "ids", ndim=(2, 3))
+    require_dtype(sa, "float32")
+    require_dtype(da, "int32")
+    if da.shape != sa.shape or da.strides != sa.strides:
+        raise ValueError(f"ids: shape {da.shape} / strides {da.strides} must match scores' "
+                         f"{sa.shape} / {sa.strides}")
+    k = _check_k(k, "merge")
+    if sa.ndim == 2:
+        rows, n = sa.shape
+        lists, list_len, rstride, lstride = 1, n, sa.stride(0), 0
+        _inner_contig(sa, (1,))
+    else:
+        lists, rows, list_len = sa.shape
+        rstride, lstride = sa.stride(1), sa.stride(0)
+        _inner_contig(sa, (2,))
+    if lists < 1 or list_len < 1:
+        raise ValueError(f"scores: no candidates (shape {sa.shape})")
+    # a stride of 0 means "dense" to the C call: give the real stride unless the dimension is 1
+    if rows > 1 and rstride == 0 or lists > 1 and lstride == 0:
+        raise ValueError("scores: a broadcast (zero-stride) dimension is not supported")
+    device = same_device([sa, da])
+    ctx = _Ctx(device, backend, "fused", num_threads, stream, sa)
+    va, ia = _outputs2(out if out is not None else (None, None), ("out values", "out indices"),
+                       ((rows, k), (rows, k)), ("float32", "int32"), ctx, rows, k)
+    a = _ffi.ltk_merge_args()
+    a.rows, a.lists, a.list_len, a.k = rows, lists, list_len, k
+    a.scores, a.ids = sa.ptr or None, da.ptr or None
+    a.row_stride = rstride if rows > 1 else list_len * lists
+    a.list_stride = lstride if lists > 1 else list_len
+    a.out_idx, a.out_scores = ia.ptr or None, va.ptr or None
+    a.out_stride = _row_stride(ia, va)
+    a.flags = 0 if sorted else _ffi.FLAG_UNSORTED
+    _run("merge_topk", ctx, _ffi.entry("ltk_topk_merge"), _ffi.entry("ltk_merge_workspace_size"), a, rows, workspace,
+         stats)
+    return va.obj, ia.obj
+
+
+def stable_topk_from_candidates(candidate_scores, candidate_ids, topk_tokens):
+    """vLLM's DCP merge step (``_stable_topk_from_candidates``): int32 global ids [rows, topk_tokens],
+    -1 padding, from the all-gathered ``[rows, G * k]`` scores and ids (merge_topk's order)."""
+    return merge_topk(candidate_scores, candidate_ids, topk_tokens)[1]
 
 
 # ---- workspace size -----------------------------------------------------------------------------------

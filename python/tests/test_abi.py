@@ -24,6 +24,7 @@ STRUCTS = {
     "ltk_decode_args": _ffi.ltk_decode_args,
     "ltk_blocks_args": _ffi.ltk_blocks_args,
     "ltk_candidates_args": _ffi.ltk_candidates_args,
+    "ltk_merge_args": _ffi.ltk_merge_args,
 }
 # header enum -> the prefix of its mirror in _ffi (the header's name without "LTK_")
 ENUMS = {"ltk_dtype": "DTYPE_", "ltk_metric": "METRIC_", "ltk_backend": "BACKEND_", "ltk_algo": "ALGO_"}
