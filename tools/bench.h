@@ -98,5 +98,6 @@ int bench_knn_main(int argc, char **argv);
 int bench_select_main(int argc, char **argv);
 int bench_decode_main(int argc, char **argv);
 int bench_blocks_main(int argc, char **argv);
+int bench_merge_main(int argc, char **argv);
 
 #endif

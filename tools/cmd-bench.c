@@ -8,7 +8,7 @@
 #include "commands.h"
 
 static const char bench_usage[] =
-    "bench dsa|knn|select|decode|blocks [shape options] [--backend auto|cpu|cuda|ref] [--algos fused,materialize,score_only]\n"
+    "bench dsa|knn|select|decode|blocks|merge [shape options] [--backend auto|cpu|cuda|ref] [--algos fused,materialize,score_only]\n"
     "                      [--reps N] [--json FILE]";
 static const char bench_about[] =
     "Runs the fused path and the materialize(+select) path of one backend on the same generated inputs,\n"
@@ -23,6 +23,7 @@ static const char bench_about[] =
     "  bench decode  one decode step of B requests over a paged FP8 cache (next_n rows a request)\n"
     "  bench blocks  DeepSeek-V4.1's candidate indexer: block publication, the listed blocks' top-k, and the\n"
     "                plain indexer beside them\n"
+    "  bench merge   the exact merge of G ranks' local top-k lists (key sharding) into the global top-k\n"
     "Run 'litetopk bench <op> --help' for the options of one operation.";
 
 int cmd_bench(int argc, char **argv) {
@@ -35,5 +36,6 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(argv[2], "select")) return bench_select_main(argc, argv);
     if (!strcmp(argv[2], "decode")) return bench_decode_main(argc, argv);
     if (!strcmp(argv[2], "blocks")) return bench_blocks_main(argc, argv);
-    return cli_usage_error("bench", "unknown operation '%s' (dsa, knn, select, decode, blocks)", argv[2]);
+    if (!strcmp(argv[2], "merge")) return bench_merge_main(argc, argv);
+    return cli_usage_error("bench", "unknown operation '%s' (dsa, knn, select, decode, blocks, merge)", argv[2]);
 }
