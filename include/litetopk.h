@@ -510,7 +510,7 @@ LTK_API ltk_status ltk_select_topk(const ltk_select_args *args, const ltk_exec *
  * twice may be returned twice (shards are disjoint). The outputs must not overlap the inputs.
  * Flags: LTK_FLAG_UNSORTED.
  * Limits: 1 <= k <= LTK_SELECT_MAX_K, 1 <= lists, 1 <= list_len, lists * list_len <= 2^31 - 1.
- * Backends: ref and CPU (host memory).
+ * Backends: ref, CPU and CUDA (device pointers; k <= 16384 there, LTK_EUNSUPPORTED above).
  * ------------------------------------------------------------------------------------------- */
 typedef struct ltk_merge_args {
     int64_t rows;

@@ -419,7 +419,7 @@ static ltk_status decode_candidates_fill(const ltk_decode_candidates_args *in, l
 static ltk_status merge_fill(const ltk_merge_args *in, ltk_merge_args *a, const ltk_backend_i *bi) {
     LTK_RETURN_IF(in == NULL, LTK_EINVAL, "args is NULL");
     *a = *in;
-    LTK_RETURN_IF(!bi->merge, LTK_EUNSUPPORTED, "merge: backend '%s' has none yet (ref and cpu have)", bi->name);
+    LTK_RETURN_IF(!bi->merge, LTK_EUNSUPPORTED, "merge: backend '%s' has none", bi->name);
     LTK_RETURN_IF(a->rows < 0 || a->rows > LTK_MAX_ROWS, LTK_EINVAL, "merge: rows=%lld out of [0, 2^31-1]",
                   (long long)a->rows);
     LTK_RETURN_IF(a->k < 1 || a->k > LTK_SELECT_MAX_K, LTK_EINVAL, "merge: k=%d out of [1, %d]", a->k, LTK_SELECT_MAX_K);

@@ -37,6 +37,8 @@ ltk_status ltk_cuda_decode_blocks_workspace(const ltk_decode_blocks_args *a, con
 ltk_status ltk_cuda_decode_blocks(const ltk_decode_blocks_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
 ltk_status ltk_cuda_decode_candidates_workspace(const ltk_decode_candidates_args *a, const ltk_exec *e, size_t *bytes);
 ltk_status ltk_cuda_decode_candidates(const ltk_decode_candidates_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
+ltk_status ltk_cuda_merge_workspace(const ltk_merge_args *a, const ltk_exec *e, size_t *bytes); /* merge.cu */
+ltk_status ltk_cuda_merge(const ltk_merge_args *a, const ltk_exec *e, void *ws, size_t ws_bytes);
 
 /* ---- errors ------------------------------------------------------------------------------- */
 /* Records a failed CUDA call for ltk_last_error() ("what: message (name) at file:line") and returns

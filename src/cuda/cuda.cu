@@ -285,4 +285,6 @@ extern "C" const ltk_backend_i ltk_backend_cuda = {
     /* .decode_blocks     = */ ltk_cuda_decode_blocks,
     /* .decode_cands_ws   = */ ltk_cuda_decode_candidates_workspace,
     /* .decode_cands      = */ ltk_cuda_decode_candidates,
+    /* .merge_workspace   = */ ltk_cuda_merge_workspace,
+    /* .merge             = */ ltk_cuda_merge,
 };
