@@ -496,7 +496,8 @@ LTK_API ltk_status ltk_select_topk(const ltk_select_args *args, const ltk_exec *
  * Merge of candidate lists (key sharding: each of G ranks scores its own shard of the keys and
  * returns its exact local top-k with global ids; the merge returns the exact global top-k)
  *   scores [rows, lists, list_len] fp32, element (r, g, j) at scores[r*row_stride + g*list_stride + j]
- *   ids    the same layout, int32 global ids; an id < 0 is no candidate (its score is not read)
+ *   ids    the same layout, int32 global ids; an id < 0 is no candidate (its score, which must be
+ *          readable memory like every other, is ignored)
  *   out_idx [rows, k] int32 ids, row r at out_idx + r*out_stride; -1 padding
  *   out_scores [rows, k] fp32 or NULL (the candidates' scores; -0 as +0); -inf padding
  * Strides in elements; 0 means dense: list_stride = list_len, row_stride = lists * list_len. So
