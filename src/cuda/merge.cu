@@ -4,9 +4,9 @@
  * id is the larger composite, so the k largest composites are the contract's top k (ties by id,
  * NaN last). Two kernels:
  * - mrg_fast_kernel (a row of at most MRG_FAST_N candidates: G x 2048 for G <= 8): every candidate
- *   is read once, its 32-bit key kept in registers (padding 0, NaN 1, a real key above both), and
+ *   is read once, its 32-bit key kept in shared memory (padding 0, NaN 1, a real key above both), and
  *   the k-th key K found by zoomed histograms over the row's key range (at most three passes of
- *   2048 bins, in registers and shared memory); a class at K larger than the entries still needed
+ *   2048 bins); a class at K larger than the entries still needed
  *   is narrowed the same way over its ~ids. Then the winners' scores and ids are read again (L2)
  *   into composites and sorted. Why: the general kernel below reads the row from global memory at
  *   each of its up to eight 11-bit passes over 64-bit composites (8192 rows x 8 x 2048: 3.51 ms on
@@ -113,12 +113,9 @@ static __device__ __forceinline__ uint32_t mrg_key(float s, int32_t id) {
     return id < 0 ? 0u : k ? k : 1u;
 }
 
-/* A thread's KPT key slots: in registers, or in shared memory (slot u of thread t at u NT + t). */
-template <int KPT> struct mrg_regs {
-    uint32_t v[KPT];
-    __device__ __forceinline__ uint32_t &operator[](int u) { return v[u]; }
-    __device__ __forceinline__ uint32_t operator[](int u) const { return v[u]; }
-};
+/* A thread's KPT key slots in shared memory (slot u of thread t at u NT + t). Why not registers:
+ * 32 keys a thread took 104 registers, one CTA an SM, 3.03-3.08 ms at 8192 x 8 x 2048 against
+ * 2.33 in shared memory at two CTAs an SM (H100, bench/results/h100/merge.jsonl, note "A/B"). */
 struct mrg_smem {
     uint32_t *p; /* skeys + threadIdx.x */
     __device__ __forceinline__ uint32_t &operator[](int u) { return p[u * LTK_SEL_NT]; }
@@ -178,14 +175,9 @@ static __device__ uint32_t mrg_kth(const V &v, uint32_t act, uint32_t lo, uint32
 
 /* One row of at most MRG_FAST_N candidates; slot u of thread t is candidate u * LTK_SEL_NT + t.
  * E: the sort's elements a thread (ltk_sort_desc). */
-#ifndef MRG_KEYS_SMEM
-#define MRG_KEYS_SMEM 0
-#endif
-#ifndef MRG_U
-#define MRG_U (MRG_KEYS_SMEM ? 4 : 8) /* slots whose loads are in flight together */
-#endif
+#define MRG_U 4 /* slots whose loads are in flight together (8 spilled at 64 registers) */
 template <int KPT, int E>
-static __global__ void __launch_bounds__(LTK_SEL_NT, MRG_KEYS_SMEM ? 2 : 1) mrg_fast_kernel(ltk_merge_args a, int kp) {
+static __global__ void __launch_bounds__(LTK_SEL_NT, 2) mrg_fast_kernel(ltk_merge_args a, int kp) {
     extern __shared__ __align__(16) unsigned char smraw[];
     ltk_sel_smem *sm = (ltk_sel_smem *)smraw;
     uint64_t *sb = (uint64_t *)(smraw + sizeof(ltk_sel_smem));
@@ -194,12 +186,8 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, MRG_KEYS_SMEM ? 2 : 1) mrg_
     const uint32_t k = (uint32_t)a.k, t = threadIdx.x;
     const mrg_row row = {a.scores + r * a.row_stride, a.ids + r * a.row_stride, (uint32_t)a.list_len,
                          (uint32_t)a.lists * (uint32_t)a.list_len, a.list_stride, a.list_stride == a.list_len};
-    /* the keys: LTK_SEL_U slots' loads in flight together */
-#if MRG_KEYS_SMEM
+    /* the keys: MRG_U slots' loads in flight together */
     mrg_smem key = {(uint32_t *)(sb + kp) + threadIdx.x};
-#else
-    mrg_regs<KPT> key;
-#endif
     uint32_t real = 0u;
 #pragma unroll
     for (int u0 = 0; u0 < KPT; u0 += MRG_U) {
@@ -319,7 +307,7 @@ extern "C" ltk_status ltk_cuda_merge(const ltk_merge_args *a, const ltk_exec *e,
         const unsigned rows = (unsigned)a->rows;
         if (n <= MRG_FAST_N) {
             const int kpt = n <= LTK_SEL_NT * 8 ? 8 : n <= LTK_SEL_NT * 16 ? 16 : 32, E = ltk_sort_e_of(a->k);
-            if (MRG_KEYS_SMEM) smem += 4 * (size_t)kpt * LTK_SEL_NT;
+            smem += 4 * (size_t)kpt * LTK_SEL_NT;
 #define MRG_LAUNCH_E(EE)                                                                          \
     do {                                                                                          \
         LTK_FORWARD_IF(ltk_cuda_smem_reserve((const void *)mrg_fast_kernel<KPT_, EE>, smem));     \
