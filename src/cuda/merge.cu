@@ -123,8 +123,8 @@ struct mrg_smem {
 };
 
 /* Min, max and count over the active values of the block (into sm->kmin, kmax, cnt). */
-template <int KPT, class V>
-static __device__ __forceinline__ void mrg_range(const V &v, uint32_t act, ltk_sel_smem *sm) {
+template <int KPT>
+static __device__ __forceinline__ void mrg_range(const mrg_smem &v, uint32_t act, ltk_sel_smem *sm) {
     uint32_t mn = 0xffffffffu, mx = 0u, c = 0u;
 #pragma unroll
     for (int u = 0; u < KPT; u++)
@@ -144,8 +144,8 @@ static __device__ __forceinline__ void mrg_range(const V &v, uint32_t act, ltk_s
  * bin whose entries are exactly the ones still needed. Returns L; *exact: the answer is every
  * value >= L (kk of them); else every value > L and *need of those equal to L. At most three
  * passes (a 32-bit span, 11 bits a pass). */
-template <int KPT, class V>
-static __device__ uint32_t mrg_kth(const V &v, uint32_t act, uint32_t lo, uint32_t hi, uint32_t kk,
+template <int KPT>
+static __device__ uint32_t mrg_kth(const mrg_smem &v, uint32_t act, uint32_t lo, uint32_t hi, uint32_t kk,
                                    ltk_sel_smem *sm, bool *exact, uint32_t *need) {
     for (;;) {
         const uint32_t span = hi - lo;
@@ -173,9 +173,10 @@ static __device__ uint32_t mrg_kth(const V &v, uint32_t act, uint32_t lo, uint32
     }
 }
 
+#define MRG_U 4 /* slots whose loads are in flight together (8 spilled at 64 registers) */
+
 /* One row of at most MRG_FAST_N candidates; slot u of thread t is candidate u * LTK_SEL_NT + t.
  * E: the sort's elements a thread (ltk_sort_desc). */
-#define MRG_U 4 /* slots whose loads are in flight together (8 spilled at 64 registers) */
 template <int KPT, int E>
 static __global__ void __launch_bounds__(LTK_SEL_NT, 2) mrg_fast_kernel(ltk_merge_args a, int kp) {
     extern __shared__ __align__(16) unsigned char smraw[];
@@ -228,20 +229,15 @@ static __global__ void __launch_bounds__(LTK_SEL_NT, 2) mrg_fast_kernel(ltk_merg
 #pragma unroll
             for (int u = 0; u < KPT; u++)
                 key[u] = tie >> u & 1u ? ~(uint32_t)__ldg(row.id + row.off((uint32_t)u * LTK_SEL_NT + t)) : 0u;
-            mrg_range<KPT>(key, tie, sm);
-            if (sm->cnt == need) {
-                take |= tie;
-                tie = 0u;
-            } else {
-                L2 = mrg_kth<KPT>(key, tie, sm->kmin, sm->kmax, need, sm, &exact2, &ntie);
+            mrg_range<KPT>(key, tie, sm); /* (the class holds more than need: !exact) */
+            L2 = mrg_kth<KPT>(key, tie, sm->kmin, sm->kmax, need, sm, &exact2, &ntie);
 #pragma unroll
-                for (int u = 0; u < KPT; u++) {
-                    const bool in = tie >> u & 1u;
-                    take |= (uint32_t)(in && (exact2 ? key[u] >= L2 : key[u] > L2)) << u;
-                }
-                /* !exact2: ntie of the class's entries whose id is repeated at ~L2 */
-                if (exact2) tie = 0u;
+            for (int u = 0; u < KPT; u++) {
+                const bool in = tie >> u & 1u;
+                take |= (uint32_t)(in && (exact2 ? key[u] >= L2 : key[u] > L2)) << u;
             }
+            /* !exact2: ntie of the class's entries whose id is repeated at ~L2 */
+            if (exact2) tie = 0u;
         } else {
             tie = 0u;
         }
